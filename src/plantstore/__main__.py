@@ -1,0 +1,5 @@
+"""``python -m plantstore`` is the ``plantstore`` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,94 @@
+"""Reading a request's parts strictly: the body (415/413/400), the query and the path id."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
+
+from ..errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from ..schemas import INT32_MAX, INT64_MAX, INT64_MIN, NewPlant, new_plant_decoder
+
+
+def check_content_type(value: str | None) -> None:
+    """Accept ``application/json``, optionally with ``charset=utf-8``; anything else is a 415."""
+    media_type, *params = (part.strip() for part in (value or "").split(";"))
+    ok = media_type.lower() == "application/json" and len(params) <= 1
+    for param in params:
+        key, _, charset = param.partition("=")
+        ok = (
+            ok
+            and key.strip().lower() == "charset"
+            and charset.strip().strip('"').lower() == "utf-8"
+        )
+    if not ok:
+        raise UnsupportedMediaType(
+            "Content-Type must be application/json (optionally with charset=utf-8)"
+        )
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """Return the body, refusing (413) once it passes ``max_bytes`` without reading the rest."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decode_new_plant(body: bytes) -> NewPlant:
+    """Decode a NewPlant strictly; every violation is a 400 whose message names the member."""
+    try:
+        plant = new_plant_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"invalid NewPlant: {exc}") from None
+    except UnicodeDecodeError:
+        raise BadRequest("the request body is not valid UTF-8") from None
+    except msgspec.DecodeError:
+        raise BadRequest("the request body is not valid JSON") from None
+    json.loads(body, object_pairs_hook=_reject_duplicates)
+    return plant
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise BadRequest(f"invalid NewPlant: member `{key}` appears more than once")
+        seen[key] = value
+    return seen
+
+
+def single_param(query: QueryParams, name: str) -> str | None:
+    values = query.getlist(name)
+    if len(values) > 1:
+        raise BadRequest(f"query parameter '{name}' may be given only once")
+    return values[0] if values else None
+
+
+def parse_limit(raw: str | None, page_cap: int) -> int:
+    """Return how many plants to answer: ``min(limit, page_cap)``, the cap when absent."""
+    if raw is None:
+        return page_cap
+    if not (raw.isascii() and raw.isdigit()) or len(raw.lstrip("0")) > 10 or int(raw) > INT32_MAX:
+        raise BadRequest(f"query parameter 'limit' must be a whole number from 0 to {INT32_MAX}")
+    return min(int(raw), page_cap)
+
+
+def parse_plant_id(raw: str) -> int:
+    """Read the path id: a decimal int64 with an optional leading '-'."""
+    digits = raw.removeprefix("-")
+    valid = digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 19
+    plant_id = int(raw) if valid else 0
+    if not valid or not INT64_MIN <= plant_id <= INT64_MAX:
+        raise BadRequest("path parameter 'id' must be a decimal 64-bit integer")
+    return plant_id

@@ -1,0 +1,75 @@
+"""The three plant operations over HTTP: thin handlers over the rules in ``plants.py``.
+
+Checks run in the contract's order of precedence: authentication (401), media type (415),
+size (413), validation (400), then the outcome (404, 409).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import plants
+from ..errors import NotFound
+from ..schemas import encoder
+from .parsing import (
+    check_content_type,
+    decode_new_plant,
+    parse_limit,
+    parse_plant_id,
+    read_body,
+    single_param,
+)
+from .responses import API_HEADERS, json_response
+from .services import services_of
+
+
+async def plants_collection(request: Request) -> Response:
+    """``/plants`` is one route so that a wrong method's ``Allow`` lists both GET and POST."""
+    if request.method == "POST":
+        return await create_plant(request)
+    return await list_plants(request)
+
+
+async def create_plant(request: Request) -> Response:
+    services = services_of(request)
+    caller = await services.authenticator.authenticate(request.headers.get("authorization"))
+    check_content_type(request.headers.get("content-type"))
+    body = await read_body(request, services.settings.max_body_bytes)
+    new_plant = decode_new_plant(body)
+    plant = await plants.create_plant(services.store, caller.user_id, new_plant)
+    return json_response(encoder.encode(plant))
+
+
+async def list_plants(request: Request) -> Response:
+    services = services_of(request)
+    caller = await services.authenticator.authenticate(request.headers.get("authorization"))
+    raw_limit = single_param(request.query_params, "limit")
+    limit = parse_limit(raw_limit, services.settings.page_cap)
+    cursor = single_param(request.query_params, "cursor")
+    page = await plants.list_page(services.store, services.cursors, caller.user_id, limit, cursor)
+    headers = {}
+    if page.next_cursor is not None:
+        headers["Link"] = _next_link(raw_limit, page.next_cursor)
+    return json_response(encoder.encode(page.plants), headers=headers)
+
+
+async def delete_plant(request: Request) -> Response:
+    services = services_of(request)
+    caller = await services.authenticator.authenticate(request.headers.get("authorization"))
+    plant_id = parse_plant_id(request.path_params["id"])
+    if not await services.store.delete_plant(caller.user_id, plant_id):
+        raise NotFound(f"you have no plant with id {plant_id}")
+    return Response(status_code=204, headers=API_HEADERS)
+
+
+def _next_link(raw_limit: str | None, cursor: str) -> str:
+    """A relative RFC 8288 link to the next page, repeating the request's own limit."""
+    query = (
+        {"cursor": cursor}
+        if raw_limit is None
+        else {"limit": str(int(raw_limit)), "cursor": cursor}
+    )
+    return f'</plants?{urlencode(query)}>; rel="next"'

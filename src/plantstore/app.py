@@ -1,0 +1,101 @@
+"""``create_app(settings)``: the ASGI app. Nothing happens at import time.
+
+The lifespan migrates and opens the store; errors of every layer are turned into the
+Error body here, and only here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .api import ops
+from .api import plants as plant_routes
+from .api.auth import Authenticator
+from .api.responses import error_response
+from .api.services import Services
+from .errors import PlantstoreError
+from .openapi import build_document
+from .plants import CursorCodec
+from .schemas import encoder
+from .settings import Settings, load_settings
+from .store import open_store
+from .store.migrate import upgrade
+
+log = logging.getLogger(__name__)
+
+_ROUTING_MESSAGES = {404: "no such path", 405: "method not allowed on this path"}
+
+
+def create_app(settings: Settings) -> Starlette:
+    """Build the service for ``settings``; the store opens when the server starts it."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        upgrade(settings.database_url)
+        store = open_store(settings)
+        await store.open()
+        try:
+            app.state.services = Services(
+                settings=settings,
+                store=store,
+                authenticator=Authenticator(store, settings.token_cache_seconds),
+                cursors=CursorCodec(await store.cursor_key()),
+            )
+            yield
+        finally:
+            await store.close()
+
+    app = Starlette(
+        routes=_routes(),
+        lifespan=lifespan,
+        exception_handlers={
+            PlantstoreError: _on_plantstore_error,
+            HTTPException: _on_routing_error,
+            Exception: _on_unexpected_error,
+        },
+    )
+    app.router.redirect_slashes = False
+    app.state.openapi = encoder.encode(build_document())
+    return app
+
+
+def create_app_from_env() -> Starlette:
+    """Factory for servers started by import string (granian workers, uvicorn --factory)."""
+    return create_app(load_settings())
+
+
+def _routes() -> list[Route | Mount]:
+    return [
+        Route("/plants", plant_routes.plants_collection, methods=["GET", "POST"]),
+        Route("/plants/{id}", plant_routes.delete_plant, methods=["DELETE"]),
+        Route("/healthz", ops.healthz, methods=["GET"]),
+        Route("/readyz", ops.readyz, methods=["GET"]),
+        Route("/openapi.json", ops.openapi_json, methods=["GET"]),
+        Route("/docs", ops.docs, methods=["GET"]),
+        Mount("/docs/assets", StaticFiles(directory=ops.DOCS_DIR), name="docs-assets"),
+    ]
+
+
+async def _on_plantstore_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, PlantstoreError)
+    return error_response(exc.status, exc.message, exc.headers)
+
+
+async def _on_routing_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    message = _ROUTING_MESSAGES.get(exc.status_code, exc.detail)
+    return error_response(exc.status_code, message, exc.headers)
+
+
+async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
+    log.error("unexpected fault on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal server error")

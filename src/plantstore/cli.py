@@ -1,0 +1,213 @@
+"""The ``plantstore`` command: serve, token create|list|revoke, db upgrade.
+
+Every command migrates the database first, so any of them works on a fresh path. A bad
+setting stops the command with one line (``Error: ...``), never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+
+from . import __version__
+from .settings import Settings, SettingsError, load_settings
+from .store import Store, TokenRecord, open_store
+from .store.migrate import upgrade
+from .tokens import hash_token, new_token
+
+T = TypeVar("T")
+_DURATION = re.compile(r"([1-9][0-9]{0,8})([smhdw])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
+_USER_NAME = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]{1,128}")
+DEFAULT_USER = "default"
+
+
+@click.group()
+@click.version_option(__version__, prog_name="plantstore")
+@click.option(
+    "--database",
+    "database_url",
+    metavar="URL",
+    help="sqlite:///relative.db or sqlite:////absolute.db [env PLANTSTORE_DATABASE_URL]",
+)
+@click.pass_context
+def main(ctx: click.Context, database_url: str | None) -> None:
+    """The Plant Store API service and its operator commands."""
+    ctx.obj = {"database_url": database_url}
+
+
+def _settings(ctx: click.Context, **overrides: object) -> Settings:
+    try:
+        settings = load_settings(database_url=ctx.obj["database_url"], **overrides)
+        upgrade(settings.database_url)
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot open the database: {exc}") from None
+    return settings
+
+
+def _with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
+    async def run() -> T:
+        store = open_store(settings)
+        await store.open()
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+@main.command()
+@click.option("--host", help="Address to listen on [env PLANTSTORE_HOST, default 127.0.0.1]")
+@click.option("--port", type=int, help="Port to listen on [env PLANTSTORE_PORT, default 8000]")
+@click.option("--workers", type=int, help="Processes [env PLANTSTORE_WORKERS, default 1]")
+@click.pass_context
+def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None) -> None:
+    """Serve the API until interrupted."""
+    settings = _settings(ctx, host=host, port=port, workers=workers)
+    _issue_first_token(settings)
+    for name, value in settings.model_dump().items():  # the workers read these back
+        os.environ[f"PLANTSTORE_{name.upper()}"] = str(value)
+    from granian import Granian
+    from granian.constants import Interfaces
+
+    click.echo(
+        f"plantstore {__version__} serving http://{settings.host}:{settings.port} "
+        f"(database {settings.database_url})"
+    )
+    Granian(
+        "plantstore.app:create_app_from_env",
+        factory=True,
+        address=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        interface=Interfaces.ASGI,
+    ).serve()
+
+
+def _issue_first_token(settings: Settings) -> None:
+    async def issue(store: Store) -> str | None:
+        if await store.count_tokens():
+            return None
+        token = new_token()
+        await store.create_token(DEFAULT_USER, hash_token(token), None)
+        return token
+
+    token = _with_store(settings, issue)
+    if token is not None:
+        click.echo(f"No token existed, so one was issued for user '{DEFAULT_USER}' (shown once):")
+        click.echo(f"    {token}")
+
+
+@main.group()
+def token() -> None:
+    """Issue, list and revoke bearer tokens."""
+
+
+def _parse_duration(text: str | None) -> float | None:
+    if text is None:
+        return None
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise click.BadParameter("use a number and a unit: 90s, 15m, 12h, 30d or 2w")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+@token.command("create")
+@click.argument("user")
+@click.option("--expires-in", metavar="DURATION", help="e.g. 30d, 12h, 15m, 90s, 2w")
+@click.pass_context
+def token_create(ctx: click.Context, user: str, expires_in: str | None) -> None:
+    """Issue a token for USER; the token is printed once, alone on the last line."""
+    if not _USER_NAME.fullmatch(user):
+        raise click.BadParameter(
+            "1-128 characters, no spaces or control characters", param_hint="USER"
+        )
+    lifetime = _parse_duration(expires_in)
+    settings = _settings(ctx.find_root())
+    expires_at = None if lifetime is None else time.time() + lifetime
+    secret = new_token()
+    record = _with_store(
+        settings, lambda store: store.create_token(user, hash_token(secret), expires_at)
+    )
+    click.echo(
+        f"Token {record.token_id} for user '{user}', expires {_when(record.expires_at, 'never')}. "
+        "Store it now; it is not shown again:"
+    )
+    click.echo(secret)
+
+
+@token.command("list")
+@click.argument("user", required=False)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per token.")
+@click.pass_context
+def token_list(ctx: click.Context, user: str | None, as_json: bool) -> None:
+    """List tokens (never their secrets), of USER or of everyone."""
+    settings = _settings(ctx.find_root())
+    records = _with_store(settings, lambda store: store.list_tokens(user))
+    if as_json:
+        for record in records:
+            click.echo(json.dumps(_token_fields(record)))
+        return
+    header = ("ID", "USER", "CREATED", "EXPIRES", "LAST USED", "REVOKED")
+    rows = [header] + [tuple(str(value) for value in _token_row(record)) for record in records]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    for row in rows:
+        click.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+def _token_fields(record: TokenRecord) -> dict[str, Any]:
+    return {
+        "id": record.token_id,
+        "user": record.user,
+        "created": _when(record.created_at, None),
+        "expires": _when(record.expires_at, None),
+        "last_used": _when(record.last_used_at, None),
+        "revoked": _when(record.revoked_at, None),
+    }
+
+
+def _token_row(record: TokenRecord) -> tuple[object, ...]:
+    return tuple("-" if value is None else value for value in _token_fields(record).values())
+
+
+def _when(timestamp: float | None, missing: str | None) -> str | None:
+    if timestamp is None:
+        return missing
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@token.command("revoke")
+@click.argument("token_id", type=int)
+@click.pass_context
+def token_revoke(ctx: click.Context, token_id: int) -> None:
+    """Revoke a token by its id (see ``token list``); it stops working within a second."""
+    settings = _settings(ctx.find_root())
+    if not _with_store(settings, lambda store: store.revoke_token(token_id)):
+        raise click.ClickException(f"no active token with id {token_id}")
+    click.echo(f"Token {token_id} revoked.")
+
+
+@main.group()
+def db() -> None:
+    """Database schema commands."""
+
+
+@db.command("upgrade")
+@click.pass_context
+def db_upgrade(ctx: click.Context) -> None:
+    """Create the schema or bring it to the newest revision."""
+    settings = _settings(ctx.find_root())
+    click.echo(f"Database {settings.database_url} is at the newest schema revision.")

@@ -1,0 +1,69 @@
+"""The one exception tree of the service, and the only place an HTTP status is chosen.
+
+    PlantstoreError                 -> its ``status`` with the Error body
+      BadRequest                    400  a request the service refuses (names the field)
+      Unauthenticated               401  no Authorization header, or another scheme
+        InvalidToken                401  a Bearer token that is malformed/unknown/revoked/expired
+      NotFound                      404
+      Conflict                      409  same id, different plant
+      PayloadTooLarge               413
+      UnsupportedMediaType          415
+      StoreUnavailable              503  the database cannot be reached
+
+Handlers and rules raise these; ``app.py`` maps them to responses in one handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+CHALLENGE = 'Bearer realm="plantstore"'
+
+
+class PlantstoreError(Exception):
+    """A failure the client is told about with the Error body."""
+
+    status = 500
+
+    def __init__(self, message: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+class BadRequest(PlantstoreError):
+    status = 400
+
+
+class Unauthenticated(PlantstoreError):
+    status = 401
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, {"WWW-Authenticate": CHALLENGE})
+
+
+class InvalidToken(PlantstoreError):
+    status = 401
+
+    def __init__(self, message: str = "the bearer token is invalid, expired or revoked") -> None:
+        super().__init__(message, {"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'})
+
+
+class NotFound(PlantstoreError):
+    status = 404
+
+
+class Conflict(PlantstoreError):
+    status = 409
+
+
+class PayloadTooLarge(PlantstoreError):
+    status = 413
+
+
+class UnsupportedMediaType(PlantstoreError):
+    status = 415
+
+
+class StoreUnavailable(PlantstoreError):
+    status = 503

@@ -1,0 +1,192 @@
+"""The served OpenAPI 3.1 document: schemas from the msgspec Structs, operations declared here.
+
+Tests hold this document against the running service (schemathesis), so every status,
+header and parameter listed here is one the service really answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .schemas import INT32_MAX, INT64_MAX, INT64_MIN, Error, NewPlant, Plant, Status
+
+JSON = "application/json"
+Document = dict[str, Any]
+
+_DESCRIPTION = """\
+A plant store: each user adds, lists and deletes their own plants.
+
+Every `/plants` operation needs `Authorization: Bearer <token>`; an operator issues tokens
+with `plantstore token create USER`. Ids are scoped to their owner. Every error answers the
+`Error` body, whose `error` equals the HTTP status.
+"""
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _error(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {JSON: {"schema": _ref("Error")}},
+    }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+_COMMON_ERRORS = {
+    "401": {"$ref": "#/components/responses/Unauthorized"},
+    "500": _error("An unexpected fault of the service; the details are logged, not sent."),
+}
+
+_LIMIT = {
+    "name": "limit",
+    "in": "query",
+    "required": False,
+    "description": (
+        "The maximum number of results to return. The server returns at most "
+        "min(limit, page cap) plants; absent means the page cap (1000 by default)."
+    ),
+    "schema": {"type": "integer", "format": "int32", "minimum": 0, "maximum": INT32_MAX},
+}
+
+_CURSOR = {
+    "name": "cursor",
+    "in": "query",
+    "required": False,
+    "description": 'Opaque cursor from a previous page\'s `Link: rel="next"` header.',
+    "schema": {"type": "string"},
+}
+
+_PLANT_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": "The identifier of the plant.",
+    "schema": {"type": "integer", "format": "int64", "minimum": INT64_MIN, "maximum": INT64_MAX},
+}
+
+_LIST = {
+    "operationId": "listPlants",
+    "summary": "List your plants",
+    "description": "Returns the caller's plants ordered by id ascending, a page at a time.",
+    "parameters": [_LIMIT, _CURSOR],
+    "responses": {
+        "200": {
+            "description": "A page of the caller's plants.",
+            "headers": {
+                "Link": {
+                    "description": 'RFC 8288 `<...>; rel="next"` link, present when more plants remain.',
+                    "schema": {"type": "string"},
+                }
+            },
+            "content": {JSON: {"schema": {"type": "array", "items": _ref("Plant")}}},
+        },
+        "400": _error("`limit` or `cursor` is invalid or repeated."),
+        **_COMMON_ERRORS,
+    },
+}
+
+_CREATE = {
+    "operationId": "createPlant",
+    "summary": "Create a plant",
+    "description": (
+        "Stores a plant for the caller. Repeating a create with the same id, name and tag "
+        "answers 200 again and changes nothing; the same id with a different plant is a 409."
+    ),
+    "requestBody": {
+        "required": True,
+        "content": {
+            JSON: {
+                "schema": _ref("NewPlant"),
+                "example": {"id": 1, "name": "Monstera", "tag": "tropical"},
+            }
+        },
+    },
+    "responses": {
+        "200": {"description": "The plant response.", "content": {JSON: {"schema": _ref("Plant")}}},
+        "400": _error("The body is not a valid NewPlant; the message names the member."),
+        **_COMMON_ERRORS,
+        "409": _error("The caller already has a different plant with this id."),
+        "413": _error("The body is larger than the configured limit (64 KiB by default)."),
+        "415": _error("Content-Type is not application/json (optionally charset=utf-8)."),
+    },
+}
+
+_DELETE = {
+    "operationId": "deletePlant",
+    "summary": "Delete a plant",
+    "parameters": [_PLANT_ID],
+    "responses": {
+        "204": {"description": "The plant was deleted."},
+        "400": _error("`id` is not a decimal 64-bit integer."),
+        **_COMMON_ERRORS,
+        "404": _error("The caller has no plant with this id."),
+    },
+}
+
+
+def _probe(summary: str, failure: str | None) -> dict[str, Any]:
+    responses: dict[str, Any] = {
+        "200": {"description": "OK", "content": {JSON: {"schema": _ref("Status")}}}
+    }
+    if failure:
+        responses["503"] = _error(failure)
+    return {"summary": summary, "security": [], "tags": ["operations"], "responses": responses}
+
+
+def _components() -> dict[str, Any]:
+    _, schemas = msgspec.json.schema_components(
+        [Plant, NewPlant, Error, Status], ref_template="#/components/schemas/{name}"
+    )
+    return {
+        "schemas": schemas,
+        "securitySchemes": {
+            "bearerAuth": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "A token issued with `plantstore token create USER`.",
+            }
+        },
+        "responses": {
+            "Unauthorized": _error(
+                "No bearer token, another scheme, or a token that is invalid, expired or revoked.",
+                {
+                    "WWW-Authenticate": {
+                        "description": 'Bearer realm="plantstore"[, error="invalid_token"]',
+                        "required": True,
+                        "schema": {"type": "string"},
+                    }
+                },
+            )
+        },
+    }
+
+
+def build_document() -> Document:
+    """Return the OpenAPI 3.1 document describing exactly what the service does."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Plant Store",
+            "version": "1.0.0",
+            "description": _DESCRIPTION,
+            "license": {"name": "MIT", "identifier": "MIT"},
+        },
+        "security": [{"bearerAuth": []}],
+        "tags": [{"name": "plants"}, {"name": "operations"}],
+        "paths": {
+            "/plants": {
+                "get": {**_LIST, "tags": ["plants"]},
+                "post": {**_CREATE, "tags": ["plants"]},
+            },
+            "/plants/{id}": {"delete": {**_DELETE, "tags": ["plants"]}},
+            "/healthz": {"get": _probe("The process is alive", None)},
+            "/readyz": {"get": _probe("The store is reachable", "The store cannot be reached.")},
+        },
+        "components": _components(),
+    }

@@ -1,0 +1,84 @@
+"""The storage protocol every backend implements, and the records that cross it.
+
+Handlers and rules talk only to ``Store``; a backend never sees HTTP.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class CreateOutcome(enum.Enum):
+    """What a create did: stored it, found the very same plant, or found a different one."""
+
+    CREATED = "created"
+    UNCHANGED = "unchanged"
+    CONFLICT = "conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class PlantRecord:
+    plant_id: int
+    name: str
+    tag: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    """A token as stored: everything but the secret."""
+
+    token_id: int
+    user: str
+    user_id: int
+    created_at: float
+    expires_at: float | None
+    last_used_at: float | None
+    revoked_at: float | None
+
+    def usable_at(self, now: float) -> bool:
+        """Tell whether the token may authenticate a request at wall-clock time ``now``."""
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or now < self.expires_at
+
+
+class Store(Protocol):
+    """Plants and tokens, with the durability promise: a write returns once it is synced."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> None:
+        """Raise if the store cannot serve requests."""
+
+    async def cursor_key(self) -> bytes:
+        """Return the secret that signs paging cursors; the same across restarts."""
+
+    async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome: ...
+
+    async def list_plants(
+        self, user_id: int, after_id: int | None, limit: int
+    ) -> list[PlantRecord]:
+        """Return up to ``limit`` of the user's plants with id > ``after_id``, by id."""
+
+    async def delete_plant(self, user_id: int, plant_id: int) -> bool:
+        """Delete the user's plant; tell whether there was one."""
+
+    async def find_token(self, token_hash: str) -> TokenRecord | None: ...
+
+    async def touch_token(self, token_id: int, when: float) -> None:
+        """Record a use of the token; best effort, not awaited for durability."""
+
+    async def create_token(
+        self, user: str, token_hash: str, expires_at: float | None
+    ) -> TokenRecord: ...
+
+    async def list_tokens(self, user: str | None) -> list[TokenRecord]: ...
+
+    async def revoke_token(self, token_id: int) -> bool:
+        """Revoke a token; tell whether it existed and was not revoked already."""
+
+    async def count_tokens(self) -> int: ...

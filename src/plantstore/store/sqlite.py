@@ -1,0 +1,170 @@
+"""SQLite store: reads on the caller's own connection, writes through the group-commit writer.
+
+WAL lets reads run beside the writer, so a read never waits for a commit. Reads are short
+indexed lookups, so they run inline on the event loop rather than paying a thread hop.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from .base import CreateOutcome, PlantRecord, TokenRecord
+from .sqlite_writer import Writer, connect
+
+_TOKEN_COLUMNS = (
+    "tokens.id, users.name, users.id, tokens.created_at, tokens.expires_at, "
+    "tokens.last_used_at, tokens.revoked_at"
+)
+
+
+class SQLiteStore:
+    """The embedded default backend; one process owns the file."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        group_commit: bool = True,
+        max_batch: int = 512,
+        busy_timeout_ms: int = 5_000,
+    ) -> None:
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._writer = Writer(
+            path, group_commit=group_commit, max_batch=max_batch, busy_timeout_ms=busy_timeout_ms
+        )
+        self._reader: sqlite3.Connection | None = None
+
+    async def open(self) -> None:
+        self._reader = connect(self.path, self._busy_timeout_ms)
+        self._writer.start()
+
+    async def close(self) -> None:
+        if self._writer.alive:
+            self._writer.stop()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    @property
+    def _read(self) -> sqlite3.Connection:
+        if self._reader is None:
+            raise RuntimeError("the store is not open")
+        return self._reader
+
+    async def ping(self) -> None:
+        self._read.execute("SELECT 1 FROM secrets LIMIT 1").fetchone()
+        if not self._writer.alive:
+            raise RuntimeError("the SQLite writer thread has stopped")
+
+    async def cursor_key(self) -> bytes:
+        row = self._read.execute("SELECT value FROM secrets WHERE name = 'cursor_key'").fetchone()
+        return bytes.fromhex(row[0])
+
+    async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
+        return await self._writer.submit(lambda conn: _create_plant(conn, user_id, plant))  # type: ignore[no-any-return]
+
+    async def list_plants(
+        self, user_id: int, after_id: int | None, limit: int
+    ) -> list[PlantRecord]:
+        if after_id is None:
+            rows = self._read.execute(
+                "SELECT id, name, tag FROM plants WHERE user_id = ? ORDER BY id LIMIT ?",
+                (user_id, limit),
+            )
+        else:
+            rows = self._read.execute(
+                "SELECT id, name, tag FROM plants WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
+                (user_id, after_id, limit),
+            )
+        return [PlantRecord(*row) for row in rows]
+
+    async def delete_plant(self, user_id: int, plant_id: int) -> bool:
+        return await self._writer.submit(  # type: ignore[no-any-return]
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM plants WHERE user_id = ? AND id = ?", (user_id, plant_id)
+                ).rowcount
+                == 1
+            )
+        )
+
+    async def find_token(self, token_hash: str) -> TokenRecord | None:
+        row = self._read.execute(
+            f"SELECT {_TOKEN_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id "  # noqa: S608 (constant columns)
+            "WHERE tokens.token_hash = ?",
+            (token_hash,),
+        ).fetchone()
+        return None if row is None else TokenRecord(*row)
+
+    async def touch_token(self, token_id: int, when: float) -> None:
+        self._writer.submit_nowait(
+            lambda conn: conn.execute(
+                "UPDATE tokens SET last_used_at = ? WHERE id = ?", (when, token_id)
+            )
+        )
+
+    async def create_token(
+        self, user: str, token_hash: str, expires_at: float | None
+    ) -> TokenRecord:
+        return await self._writer.submit(  # type: ignore[no-any-return]
+            lambda conn: _create_token(conn, user, token_hash, expires_at)
+        )
+
+    async def list_tokens(self, user: str | None) -> list[TokenRecord]:
+        query = f"SELECT {_TOKEN_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id"  # noqa: S608 (constant columns)
+        params: tuple[str, ...] = ()
+        if user is not None:
+            query += " WHERE users.name = ?"
+            params = (user,)
+        rows = self._read.execute(query + " ORDER BY tokens.id", params)
+        return [TokenRecord(*row) for row in rows]
+
+    async def revoke_token(self, token_id: int) -> bool:
+        now = time.time()
+        return await self._writer.submit(  # type: ignore[no-any-return]
+            lambda conn: (
+                conn.execute(
+                    "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                    (now, token_id),
+                ).rowcount
+                == 1
+            )
+        )
+
+    async def count_tokens(self) -> int:
+        return int(self._read.execute("SELECT count(*) FROM tokens").fetchone()[0])
+
+
+def _create_plant(conn: sqlite3.Connection, user_id: int, plant: PlantRecord) -> CreateOutcome:
+    inserted = conn.execute(
+        "INSERT INTO plants (user_id, id, name, tag) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (user_id, id) DO NOTHING",
+        (user_id, plant.plant_id, plant.name, plant.tag),
+    ).rowcount
+    if inserted == 1:
+        return CreateOutcome.CREATED
+    name, tag = conn.execute(
+        "SELECT name, tag FROM plants WHERE user_id = ? AND id = ?", (user_id, plant.plant_id)
+    ).fetchone()
+    same = name == plant.name and tag == plant.tag
+    return CreateOutcome.UNCHANGED if same else CreateOutcome.CONFLICT
+
+
+def _create_token(
+    conn: sqlite3.Connection, user: str, token_hash: str, expires_at: float | None
+) -> TokenRecord:
+    now = time.time()
+    conn.execute(
+        "INSERT INTO users (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        (user, now),
+    )
+    (user_id,) = conn.execute("SELECT id FROM users WHERE name = ?", (user,)).fetchone()
+    token_id = conn.execute(
+        "INSERT INTO tokens (user_id, token_hash, created_at, expires_at) VALUES (?, ?, ?, ?)",
+        (user_id, token_hash, now, expires_at),
+    ).lastrowid
+    assert token_id is not None
+    return TokenRecord(token_id, user, user_id, now, expires_at, None, None)

@@ -1,0 +1,164 @@
+"""One thread owns SQLite's write connection and commits queued writes in groups.
+
+With ``synchronous=FULL`` every commit waits for an fsync, so the writer takes every job
+waiting in its queue, runs each inside its own savepoint (a failing job fails alone),
+commits them all with one fsync, and only then answers each caller: group commit. The
+model is datasette's write thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+WriteFn = Callable[[sqlite3.Connection], Any]
+
+
+def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """Open a connection in autocommit mode with WAL and full fsync on commit."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: WriteFn
+    loop: asyncio.AbstractEventLoop | None
+    future: asyncio.Future[Any] | None
+
+
+_STOP = object()
+
+
+class Writer:
+    """Runs write jobs on a dedicated thread; ``submit`` resolves after the commit is synced."""
+
+    def __init__(self, path: Path, *, group_commit: bool, max_batch: int, busy_timeout_ms: int):
+        self._path = path
+        self._max_batch = max_batch if group_commit else 1
+        self._busy_timeout_ms = busy_timeout_ms
+        self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="plantstore-writer", daemon=True)
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            raise self._startup_error
+
+    def stop(self) -> None:
+        """Commit everything queued so far, then end the thread."""
+        self._queue.put(_STOP)
+        self._thread.join()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    async def submit(self, fn: WriteFn) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queue.put(_Job(fn, loop, future))
+        return await future
+
+    def submit_nowait(self, fn: WriteFn) -> None:
+        """Queue a write nobody waits for (bookkeeping such as a token's last use)."""
+        self._queue.put(_Job(fn, None, None))
+
+    def _run(self) -> None:
+        try:
+            conn = connect(self._path, self._busy_timeout_ms)
+        except BaseException as exc:
+            self._startup_error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while self._serve_batch(conn):
+                pass
+        finally:
+            conn.close()
+
+    def _serve_batch(self, conn: sqlite3.Connection) -> bool:
+        """Commit one group of jobs; return False once asked to stop."""
+        first = self._queue.get()
+        if first is _STOP:
+            return False
+        batch: list[_Job] = [first]  # type: ignore[list-item]
+        keep_going = True
+        while len(batch) < self._max_batch:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is _STOP:
+                keep_going = False
+                break
+            batch.append(job)  # type: ignore[arg-type]
+        self._commit(conn, batch)
+        return keep_going
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in batch:
+                outcomes.append(self._run_job(conn, job))
+            conn.execute("COMMIT")
+        except Exception as exc:
+            log.exception("group commit of %d writes failed", len(batch))
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            outcomes = [(job, None, exc) for job in batch]
+        _answer(outcomes)
+
+    @staticmethod
+    def _run_job(conn: sqlite3.Connection, job: _Job) -> tuple[_Job, Any, BaseException | None]:
+        conn.execute("SAVEPOINT job")
+        try:
+            result = job.fn(conn)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO job")
+            conn.execute("RELEASE job")
+            return job, None, exc
+        conn.execute("RELEASE job")
+        return job, result, None
+
+
+def _answer(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
+    """Hand results back to each caller's event loop, one wake-up per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, Any, BaseException | None]]] = {}
+    for outcome in outcomes:
+        loop = outcome[0].loop
+        if loop is not None:
+            by_loop.setdefault(loop, []).append(outcome)
+    for loop, items in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop has nobody waiting
+            loop.call_soon_threadsafe(_resolve, items)
+
+
+def _resolve(items: list[tuple[_Job, Any, BaseException | None]]) -> None:
+    for job, result, error in items:
+        future = job.future
+        if future is None or future.done():  # the caller went away
+            continue
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)

@@ -1,0 +1,41 @@
+"""Bearer tokens: how they look, how they are hashed, and how a request's header is read.
+
+A token is ``pst_`` plus 256 random bits; only its SHA-256 is ever stored, and lookups go
+by that hash, so a stolen database file yields no usable token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+
+from .errors import InvalidToken, Unauthenticated
+
+TOKEN_PREFIX = "pst_"
+_TOKEN_SHAPE = re.compile(r"pst_[A-Za-z0-9_-]{43}")
+# RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+def new_token() -> str:
+    """Return a fresh token: the prefix plus 32 bytes from ``secrets`` (43 base64url chars)."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """Return the hex SHA-256 under which a token is stored and looked up."""
+    return hashlib.sha256(token.encode("ascii")).hexdigest()
+
+
+def bearer_token(authorization: str | None) -> str:
+    """Return the well-formed token an Authorization header carries, or raise a 401."""
+    if authorization is None:
+        raise Unauthenticated("the Authorization header is missing; send 'Bearer <token>'")
+    scheme, _, credentials = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        raise Unauthenticated("the Authorization scheme must be Bearer")
+    credentials = credentials.lstrip(" ")
+    if not _B64TOKEN.fullmatch(credentials) or not _TOKEN_SHAPE.fullmatch(credentials):
+        raise InvalidToken()
+    return credentials
