@@ -3,7 +3,9 @@ real CLI, and a real ``plantstore serve`` process on a free port for over-the-wi
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -126,6 +128,7 @@ def start_server(db_path: Path, log_path: Path, **env: str) -> LiveServer:
             stderr=subprocess.STDOUT,
             env=environment,
             text=True,
+            start_new_session=True,  # its own process group, so a kill reaches every worker
         )
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -144,6 +147,13 @@ def start_server(db_path: Path, log_path: Path, **env: str) -> LiveServer:
     output = log_path.read_text()
     token = next((word for word in output.split() if word.startswith("pst_")), "")
     return LiveServer(process, base_url, db_url, db_path, token, log_path)
+
+
+def kill_server(server: LiveServer) -> None:
+    """SIGKILL the server and all its workers at once: no shutdown code runs."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait()
 
 
 def stop_server(server: LiveServer) -> None:

@@ -119,7 +119,9 @@ def _parse_duration(text: str | None) -> float | None:
         return None
     match = _DURATION.fullmatch(text.strip())
     if match is None:
-        raise click.BadParameter("use a number and a unit: 90s, 15m, 12h, 30d or 2w")
+        raise click.BadParameter(
+            "use a number and a unit: 90s, 15m, 12h, 30d or 2w", param_hint="--expires-in"
+        )
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 

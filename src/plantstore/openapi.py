@@ -58,8 +58,11 @@ _CURSOR = {
     "name": "cursor",
     "in": "query",
     "required": False,
-    "description": 'Opaque cursor from a previous page\'s `Link: rel="next"` header.',
-    "schema": {"type": "string"},
+    "description": (
+        'Opaque cursor from a previous page\'s `Link: rel="next"` header. It is bound to the '
+        "user it was issued to; a cursor not issued to the caller is refused with 400."
+    ),
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{32}$"},
 }
 
 _PLANT_ID = {
@@ -108,7 +111,17 @@ _CREATE = {
         },
     },
     "responses": {
-        "200": {"description": "The plant response.", "content": {JSON: {"schema": _ref("Plant")}}},
+        "200": {
+            "description": "The plant response.",
+            "content": {JSON: {"schema": _ref("Plant")}},
+            "links": {
+                "DeletePlant": {
+                    "operationId": "deletePlant",
+                    "parameters": {"id": "$request.body#/id"},
+                    "description": "The created plant is deleted by the id it was created with.",
+                }
+            },
+        },
         "400": _error("The body is not a valid NewPlant; the message names the member."),
         **_COMMON_ERRORS,
         "409": _error("The caller already has a different plant with this id."),

@@ -5,6 +5,7 @@ The same Structs feed the OpenAPI document, so the schema users see is the one e
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import msgspec
@@ -14,8 +15,11 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
 
-# No C0/C1 control characters (Unicode category Cc); ECMA-262 and Python read it alike.
+# No C0/C1 control characters (Unicode category Cc). This is the ECMA-262 pattern the
+# document publishes; Python's ``$`` also matches before a final newline, so the service
+# enforces it with its own search in ``NewPlant.__post_init__``.
 NO_CONTROL_CHARS = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+_CONTROL_CHAR = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 PlantId = Annotated[
     int,
@@ -29,7 +33,10 @@ PlantId = Annotated[
 PlantName = Annotated[
     str,
     Meta(
-        min_length=1, max_length=256, pattern=NO_CONTROL_CHARS, description="The name of the plant"
+        min_length=1,
+        max_length=256,
+        description="The name of the plant",
+        extra_json_schema={"pattern": NO_CONTROL_CHARS},
     ),
 ]
 PlantTag = Annotated[
@@ -37,8 +44,8 @@ PlantTag = Annotated[
     Meta(
         min_length=1,
         max_length=64,
-        pattern=NO_CONTROL_CHARS,
         description="Tag that specifies the type",
+        extra_json_schema={"pattern": NO_CONTROL_CHARS},
     ),
 ]
 
@@ -56,6 +63,12 @@ class NewPlant(msgspec.Struct, forbid_unknown_fields=True):
     id: PlantId
     name: PlantName
     tag: PlantTag | UnsetType = UNSET
+
+    def __post_init__(self) -> None:
+        if _CONTROL_CHAR.search(self.name):
+            raise ValueError("`name` must not contain control characters - at `$.name`")
+        if isinstance(self.tag, str) and _CONTROL_CHAR.search(self.tag):
+            raise ValueError("`tag` must not contain control characters - at `$.tag`")
 
 
 class Error(msgspec.Struct):

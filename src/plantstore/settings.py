@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///data/plantstore.db"
@@ -42,14 +42,15 @@ class Settings(BaseSettings):
         sqlite_path(url)  # raises for anything we cannot open
         return url
 
-    @model_validator(mode="after")
-    def _one_sqlite_process(self) -> Settings:
-        if self.workers > 1:
+    @field_validator("workers")
+    @classmethod
+    def _one_sqlite_process(cls, workers: int) -> int:
+        if workers > 1:
             raise ValueError(
                 "SQLite is served by one process (its single writer is what makes group "
-                "commit work); use --workers 1"
+                "commit work); use 1"
             )
-        return self
+        return workers
 
 
 def sqlite_path(url: str) -> Path:

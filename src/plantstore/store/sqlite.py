@@ -32,18 +32,18 @@ class SQLiteStore:
     ) -> None:
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer = Writer(
+        self.writer = Writer(
             path, group_commit=group_commit, max_batch=max_batch, busy_timeout_ms=busy_timeout_ms
         )
         self._reader: sqlite3.Connection | None = None
 
     async def open(self) -> None:
         self._reader = connect(self.path, self._busy_timeout_ms)
-        self._writer.start()
+        self.writer.start()
 
     async def close(self) -> None:
-        if self._writer.alive:
-            self._writer.stop()
+        if self.writer.alive:
+            self.writer.stop()
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -56,7 +56,7 @@ class SQLiteStore:
 
     async def ping(self) -> None:
         self._read.execute("SELECT 1 FROM secrets LIMIT 1").fetchone()
-        if not self._writer.alive:
+        if not self.writer.alive:
             raise RuntimeError("the SQLite writer thread has stopped")
 
     async def cursor_key(self) -> bytes:
@@ -64,7 +64,7 @@ class SQLiteStore:
         return bytes.fromhex(row[0])
 
     async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
-        return await self._writer.submit(lambda conn: _create_plant(conn, user_id, plant))  # type: ignore[no-any-return]
+        return await self.writer.submit(lambda conn: _create_plant(conn, user_id, plant))  # type: ignore[no-any-return]
 
     async def list_plants(
         self, user_id: int, after_id: int | None, limit: int
@@ -82,7 +82,7 @@ class SQLiteStore:
         return [PlantRecord(*row) for row in rows]
 
     async def delete_plant(self, user_id: int, plant_id: int) -> bool:
-        return await self._writer.submit(  # type: ignore[no-any-return]
+        return await self.writer.submit(  # type: ignore[no-any-return]
             lambda conn: (
                 conn.execute(
                     "DELETE FROM plants WHERE user_id = ? AND id = ?", (user_id, plant_id)
@@ -100,7 +100,7 @@ class SQLiteStore:
         return None if row is None else TokenRecord(*row)
 
     async def touch_token(self, token_id: int, when: float) -> None:
-        self._writer.submit_nowait(
+        self.writer.submit_nowait(
             lambda conn: conn.execute(
                 "UPDATE tokens SET last_used_at = ? WHERE id = ?", (when, token_id)
             )
@@ -109,7 +109,7 @@ class SQLiteStore:
     async def create_token(
         self, user: str, token_hash: str, expires_at: float | None
     ) -> TokenRecord:
-        return await self._writer.submit(  # type: ignore[no-any-return]
+        return await self.writer.submit(  # type: ignore[no-any-return]
             lambda conn: _create_token(conn, user, token_hash, expires_at)
         )
 
@@ -124,7 +124,7 @@ class SQLiteStore:
 
     async def revoke_token(self, token_id: int) -> bool:
         now = time.time()
-        return await self._writer.submit(  # type: ignore[no-any-return]
+        return await self.writer.submit(  # type: ignore[no-any-return]
             lambda conn: (
                 conn.execute(
                     "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",

@@ -55,6 +55,8 @@ class Writer:
         self._thread = threading.Thread(target=self._run, name="plantstore-writer", daemon=True)
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
+        self.commits = 0  # transactions committed (one fsync each)
+        self.jobs_committed = 0  # writes those transactions carried
 
     def start(self) -> None:
         self._thread.start()
@@ -121,6 +123,8 @@ class Writer:
             for job in batch:
                 outcomes.append(self._run_job(conn, job))
             conn.execute("COMMIT")
+            self.commits += 1
+            self.jobs_committed += len(batch)
         except Exception as exc:
             log.exception("group commit of %d writes failed", len(batch))
             if conn.in_transaction:
