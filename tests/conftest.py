@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
@@ -72,6 +73,25 @@ def issue_token(db_url: str) -> IssueToken:
         return token_from_output(run_cli(db_url, "token", "create", user, *extra))
 
     return issue
+
+
+def assert_error(response: httpx.Response | httpx2.Response, status: int, *names: str) -> str:
+    """Check the exact Error body (``error`` equals the status, a message naming ``names``)
+    and its JSON media type; return the message."""
+    assert response.status_code == status, response.text
+    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    assert media_type == "application/json", response.headers.get("content-type")
+    body = response.json()
+    assert isinstance(body, dict)
+    assert set(body) == {"error", "message"}, body
+    assert type(body["error"]) is int
+    assert body["error"] == status
+    message = body["message"]
+    assert isinstance(message, str)
+    assert message.strip()
+    for name in names:
+        assert name in message, f"{name!r} not named in {message!r}"
+    return message
 
 
 def bearer(token: str) -> dict[str, str]:

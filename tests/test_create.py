@@ -14,7 +14,7 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from .conftest import IssueToken, bearer
+from .conftest import IssueToken, assert_error, bearer
 
 JSON = "application/json"
 LIMIT = 65_536
@@ -61,23 +61,6 @@ def assert_json_content_type(response: Response) -> None:
     media_type, *params = (part.strip().lower() for part in content_type.split(";"))
     assert media_type == "application/json", content_type
     assert all(param.replace(" ", "") == "charset=utf-8" for param in params), content_type
-
-
-def assert_error(response: Response, status: int, *names: str) -> str:
-    """The exact Error body, ``error`` equal to the status, and a message naming ``names``."""
-    assert response.status_code == status, response.text
-    assert_json_content_type(response)
-    body = response.json()
-    assert isinstance(body, dict)
-    assert set(body) == {"error", "message"}, body
-    assert body["error"] == status
-    assert type(body["error"]) is int
-    message = body["message"]
-    assert isinstance(message, str)
-    assert message.strip()
-    for name in names:
-        assert name in message, f"{name!r} not named in {message!r}"
-    return message
 
 
 def assert_plant(response: Response, expected: dict[str, str]) -> None:

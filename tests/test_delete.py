@@ -6,9 +6,10 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-import httpx2
 import pytest
 from starlette.testclient import TestClient
+
+from .conftest import assert_error
 
 Headers = dict[str, str]
 
@@ -31,22 +32,6 @@ def listed(client: TestClient, headers: Headers) -> list[dict[str, str]]:
     return plants
 
 
-def error_body(response: httpx2.Response, status: int) -> str:
-    """Check the Error body of ``response`` and return its message."""
-    assert response.status_code == status, response.text
-    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    assert media_type == "application/json"
-    body = response.json()
-    assert isinstance(body, dict)
-    assert set(body) == {"error", "message"}
-    assert type(body["error"]) is int
-    assert body["error"] == status
-    message = body["message"]
-    assert isinstance(message, str)
-    assert message
-    return message
-
-
 def test_delete_existing_plant_is_204_without_body(client: TestClient, alice: Headers) -> None:
     create(client, alice, 1, "Monstera")
     create(client, alice, 2, "Fern")
@@ -59,7 +44,7 @@ def test_delete_existing_plant_is_204_without_body(client: TestClient, alice: He
 def test_delete_again_is_404(client: TestClient, alice: Headers) -> None:
     create(client, alice, 1)
     assert client.delete("/plants/1", headers=alice).status_code == 204
-    error_body(client.delete("/plants/1", headers=alice), 404)
+    assert_error(client.delete("/plants/1", headers=alice), 404)
     assert listed(client, alice) == []
 
 
@@ -75,19 +60,19 @@ def test_delete_never_existing_plant_is_404(
     client: TestClient, alice: Headers, path_id: str
 ) -> None:
     create(client, alice, 3)
-    error_body(client.delete(f"/plants/{path_id}", headers=alice), 404)
+    assert_error(client.delete(f"/plants/{path_id}", headers=alice), 404)
     assert listed(client, alice) == [{"name": "Fern"}]
 
 
 def test_delete_with_no_plants_at_all_is_404(client: TestClient, alice: Headers) -> None:
-    error_body(client.delete("/plants/1", headers=alice), 404)
+    assert_error(client.delete("/plants/1", headers=alice), 404)
 
 
 def test_another_users_plant_is_404_and_survives(
     client: TestClient, alice: Headers, bob: Headers
 ) -> None:
     create(client, bob, 7, "Bob's fern")
-    error_body(client.delete("/plants/7", headers=alice), 404)
+    assert_error(client.delete("/plants/7", headers=alice), 404)
     assert listed(client, bob) == [{"name": "Bob's fern"}]
     assert client.delete("/plants/7", headers=bob).status_code == 204
     assert listed(client, bob) == []
@@ -99,8 +84,8 @@ def test_404_for_another_users_plant_looks_like_never_existed(
     create(client, bob, 7)
     theirs = client.delete("/plants/7", headers=alice)
     nobodys = client.delete("/plants/8", headers=alice)
-    error_body(theirs, 404)
-    error_body(nobodys, 404)
+    assert_error(theirs, 404)
+    assert_error(nobodys, 404)
     assert theirs.json()["message"].replace("7", "8") == nobodys.json()["message"]
 
 
@@ -135,7 +120,7 @@ def test_valid_ids(client: TestClient, alice: Headers, path_id: str, plant_id: i
     assert response.status_code == 204, response.text
     assert response.content == b""
     assert listed(client, alice) == [{"name": "Bystander"}]
-    error_body(client.delete(f"/plants/{path_id}", headers=alice), 404)
+    assert_error(client.delete(f"/plants/{path_id}", headers=alice), 404)
 
 
 @pytest.mark.parametrize(
@@ -163,13 +148,13 @@ def test_valid_ids(client: TestClient, alice: Headers, path_id: str, plant_id: i
 def test_invalid_id_is_400_naming_id(client: TestClient, alice: Headers, path_id: str) -> None:
     create(client, alice, 1)
     response = client.delete(f"/plants/{quote(path_id, safe='')}", headers=alice)
-    message = error_body(response, 400)
+    message = assert_error(response, 400)
     assert _NAMES_ID.search(message), message
     assert listed(client, alice) == [{"name": "Fern"}]
 
 
 def test_empty_id_is_an_unknown_path(client: TestClient, alice: Headers) -> None:
     create(client, alice, 1)
-    error_body(client.delete("/plants/", headers=alice), 404)
-    error_body(client.delete("/plants/"), 404)
+    assert_error(client.delete("/plants/", headers=alice), 404)
+    assert_error(client.delete("/plants/"), 404)
     assert listed(client, alice) == [{"name": "Fern"}]

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from plantstore.app import create_app
 from plantstore.settings import Settings
 
-from .conftest import IssueToken, bearer
+from .conftest import IssueToken, assert_error, bearer
 
 Headers = dict[str, str]
 
@@ -105,18 +105,6 @@ def walk(client: TestClient, url: str, headers: Headers) -> Iterator[httpx2.Resp
         yield response
         target = next_link(response)
     raise AssertionError("paging never ended")
-
-
-def assert_error(response: httpx2.Response, status: int, names: str) -> None:
-    assert response.status_code == status, response.text
-    assert is_json(response)
-    body = response.json()
-    assert isinstance(body, dict)
-    assert set(body) == {"error", "message"}
-    assert type(body["error"]) is int
-    assert body["error"] == status
-    assert isinstance(body["message"], str)
-    assert names in body["message"]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from .conftest import LiveServer, bearer
+from .conftest import LiveServer, assert_error, bearer
 
 JSON = "application/json"
 LIMIT = 65_536
@@ -35,19 +35,6 @@ NO_AUTH: dict[str, Headers] = {
     "malformed bearer": {"Authorization": "Bearer not a token"},
     "unknown bearer": {"Authorization": "Bearer pst_" + "Q" * 43},
 }
-
-
-def assert_error(response: Response, status: int) -> str:
-    assert response.status_code == status, response.text
-    content_type = response.headers.get("content-type", "")
-    assert content_type.split(";")[0].strip().lower() == "application/json", content_type
-    body = response.json()
-    assert isinstance(body, dict)
-    assert set(body) == {"error", "message"}, body
-    assert body["error"] == status
-    assert isinstance(body["message"], str)
-    assert body["message"].strip()
-    return str(body["message"])
 
 
 def assert_401(response: Response) -> None:

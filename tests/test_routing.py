@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import secrets
 import sqlite3
@@ -14,7 +13,7 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from .conftest import bearer
+from .conftest import assert_error, bearer
 
 Headers = dict[str, str]
 
@@ -24,21 +23,6 @@ MALFORMED_TOKEN = "not-a-plantstore-token-SECRET-XYZZY"
 
 def media_type(response: httpx2.Response) -> str:
     return response.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-def assert_error_body(response: httpx2.Response, status: int) -> str:
-    """The Error body: exactly ``error`` (the status) and a non-empty ``message``."""
-    assert response.status_code == status, response.text
-    assert media_type(response) == "application/json"
-    body = json.loads(response.content)
-    assert isinstance(body, dict)
-    assert set(body) == {"error", "message"}
-    assert type(body["error"]) is int
-    assert body["error"] == status
-    message = body["message"]
-    assert isinstance(message, str)
-    assert message.strip()
-    return message
 
 
 def allowed(response: httpx2.Response) -> set[str]:
@@ -81,14 +65,14 @@ def test_unknown_path_is_404_with_error_body(
 ) -> None:
     headers = alice if authenticated else {}
     response = client.request(method, path, headers=headers)
-    assert_error_body(response, 404)
+    assert_error(response, 404)
     assert "www-authenticate" not in response.headers
 
 
 def test_unknown_path_does_not_touch_plants(client: TestClient, alice: Headers) -> None:
     client.post("/plants", json={"id": 1, "name": "Fern"}, headers=alice)
-    assert_error_body(client.delete("/plants/1/extra", headers=alice), 404)
-    assert_error_body(client.delete("/PLANTS/1", headers=alice), 404)
+    assert_error(client.delete("/plants/1/extra", headers=alice), 404)
+    assert_error(client.delete("/PLANTS/1", headers=alice), 404)
     assert client.get("/plants", headers=alice).json() == [{"name": "Fern"}]
 
 
@@ -120,7 +104,7 @@ def test_wrong_method_is_405_with_allow_and_error_body(
 ) -> None:
     headers = alice if authenticated else {}
     response = client.request(method, path, headers=headers)
-    assert_error_body(response, 405)
+    assert_error(response, 405)
     methods = allowed(response)
     assert allow <= methods
     assert method not in methods
@@ -129,9 +113,9 @@ def test_wrong_method_is_405_with_allow_and_error_body(
 
 def test_wrong_method_does_not_touch_plants(client: TestClient, alice: Headers) -> None:
     client.post("/plants", json={"id": 1, "name": "Fern"}, headers=alice)
-    assert_error_body(client.put("/plants/1", json={"name": "Cactus"}, headers=alice), 405)
-    assert_error_body(client.post("/plants/1", json={"name": "Cactus"}, headers=alice), 405)
-    assert_error_body(client.request("DELETE", "/plants", headers=alice), 405)
+    assert_error(client.put("/plants/1", json={"name": "Cactus"}, headers=alice), 405)
+    assert_error(client.post("/plants/1", json={"name": "Cactus"}, headers=alice), 405)
+    assert_error(client.request("DELETE", "/plants", headers=alice), 405)
     assert client.get("/plants", headers=alice).json() == [{"name": "Fern"}]
 
 
@@ -161,7 +145,7 @@ def test_fault_is_500_with_nothing_internal(
     headers = {**alice, "Content-Type": "application/json"}
     with caplog.at_level(logging.ERROR):
         response = client.request(method, path, headers=headers, content=body)
-    message = assert_error_body(response, 500)
+    message = assert_error(response, 500)
     assert response.json() == {"error": 500, "message": message}
     lowered = response.text.lower()
     for leak in ["traceback", "sqlite", "plants", "no such table", "operationalerror", 'file "']:
@@ -179,9 +163,9 @@ def test_fault_is_500_with_nothing_internal(
 
 def test_fault_does_not_stop_the_process(client: TestClient, alice: Headers, db_path: Path) -> None:
     run_sql(db_path, "DROP TABLE plants")
-    assert_error_body(client.get("/plants", headers=alice), 500)
+    assert_error(client.get("/plants", headers=alice), 500)
     assert client.get("/healthz").status_code == 200
-    assert_error_body(client.get("/plants", headers=alice), 500)
+    assert_error(client.get("/plants", headers=alice), 500)
 
 
 # --- operational routes ----------------------------------------------------------------------
@@ -227,7 +211,7 @@ def test_readyz_is_503_with_error_body_when_store_unusable(
     assert client.get("/readyz").status_code == 200
     run_sql(db_path, "DROP TABLE secrets")
     response = client.get("/readyz")
-    message = assert_error_body(response, 503)
+    message = assert_error(response, 503)
     lowered = message.lower()
     assert "traceback" not in lowered
     assert "sqlite" not in lowered
@@ -315,7 +299,7 @@ def test_every_plants_answer_has_no_store_and_nosniff(
 @pytest.mark.parametrize("call", [call for call in CALLS if call.status >= 400], ids=str)
 def test_every_error_has_the_error_body(client: TestClient, alice: Headers, call: Call) -> None:
     response, _ = _send(client, alice, call)
-    assert_error_body(response, call.status)
+    assert_error(response, call.status)
 
 
 @pytest.mark.parametrize("call", [call for call in CALLS if call.status >= 400], ids=str)
@@ -344,7 +328,7 @@ def test_errors_never_echo_the_token(client: TestClient, alice: Headers, call: C
 )
 def test_auth_errors_never_echo_the_credentials(client: TestClient, authorization: str) -> None:
     response = client.get("/plants", headers={"Authorization": authorization})
-    message = assert_error_body(response, 401)
+    message = assert_error(response, 401)
     credentials = authorization.split(" ", 1)[1]
     assert credentials not in response.text
     assert credentials not in message
