@@ -23,6 +23,7 @@ from .api.auth import Authenticator
 from .api.responses import error_response
 from .api.services import Services
 from .errors import PlantstoreError
+from .logs import configure_logging
 from .openapi import build_document
 from .plants import CursorCodec
 from .schemas import encoder
@@ -70,7 +71,9 @@ def create_app(settings: Settings) -> Starlette:
 
 def create_app_from_env() -> Starlette:
     """Factory for servers started by import string (granian workers, uvicorn --factory)."""
-    return create_app(load_settings())
+    settings = load_settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)
 
 
 def _routes() -> list[Route | Mount]:
