@@ -1,5 +1,11 @@
-"""Fixtures: a fresh SQLite file per test, an in-process client, tokens issued through the
-real CLI, and a real ``plantstore serve`` process on a free port for over-the-wire tests."""
+"""Fixtures: a fresh database per test on each backend, an in-process client, tokens issued
+through the real CLI, and a real ``plantstore serve`` process on a free port.
+
+Every test that takes ``db_url`` (or anything built on it) runs twice, as ``[sqlite]`` and
+``[postgres]``. PostgreSQL comes from PLANTSTORE_TEST_POSTGRES_URL, else a throwaway cluster
+from the local binaries, else its tests skip with the reason shown (they fail instead when
+PLANTSTORE_TEST_REQUIRE_POSTGRES=1, as in CI).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import contextlib
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -23,8 +30,15 @@ from starlette.testclient import TestClient
 from plantstore.app import create_app
 from plantstore.cli import main
 from plantstore.settings import Settings
+from plantstore.store.migrate import upgrade
+
+from . import pg
 
 IssueToken = Callable[..., str]
+BACKENDS = ("sqlite", "postgres")
+# Read once at import: the autouse fixture below hides PLANTSTORE_* variables from tests.
+TEST_POSTGRES_URL = os.environ.get(pg.URL_VARIABLE)
+REQUIRE_POSTGRES = os.environ.get(pg.REQUIRE_VARIABLE) == "1"
 
 
 @pytest.fixture(autouse=True)
@@ -41,8 +55,113 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def db_url(db_path: Path) -> str:
+def sqlite_url(db_path: Path) -> str:
     return f"sqlite:///{db_path}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[pg.PostgresServer | None]:
+    """The PostgreSQL server of this run, or None when there is none to be had."""
+    if TEST_POSTGRES_URL:
+        server = pg.PostgresServer(TEST_POSTGRES_URL, pg.database_of(TEST_POSTGRES_URL))
+        yield server
+        server.drop_all()
+    elif pg.postgres_binaries() is not None:
+        with pg.throwaway_cluster() as cluster:
+            server = pg.PostgresServer(cluster.url, "plantstore_test")
+            yield server
+            server.drop_all()
+    else:
+        yield None
+
+
+def require_postgres(server: pg.PostgresServer | None) -> pg.PostgresServer:
+    if server is None:
+        reason = (
+            f"PostgreSQL tests skipped: {pg.URL_VARIABLE} is not set and no initdb/pg_ctl "
+            "was found to start a throwaway cluster"
+        )
+        if REQUIRE_POSTGRES:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return server
+
+
+@pytest.fixture
+def postgres(postgres_server: pg.PostgresServer | None) -> pg.PostgresServer:
+    """The run's PostgreSQL server, for tests that are about PostgreSQL alone."""
+    return require_postgres(postgres_server)
+
+
+@pytest.fixture(scope="session")
+def postgres_shared_url(postgres_server: pg.PostgresServer | None) -> str:
+    """One migrated database that ``db_url`` empties before each test that uses it."""
+    url = require_postgres(postgres_server).create_database()
+    upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Session-scoped so that pytest runs each backend's tests together."""
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(backend: str, sqlite_url: str, request: pytest.FixtureRequest) -> str:
+    """An empty, migrated database on this test's backend.
+
+    ``@pytest.mark.own_database`` gives a PostgreSQL test a database of its own (for tests
+    that break the schema or need it unmigrated) instead of the emptied shared one.
+    """
+    if backend == "sqlite":
+        return sqlite_url
+    server = require_postgres(request.getfixturevalue("postgres_server"))
+    if request.node.get_closest_marker("own_database"):
+        return server.create_database()
+    return emptied_shared_database(request)
+
+
+def emptied_shared_database(request: pytest.FixtureRequest) -> str:
+    """The shared PostgreSQL database with every user, token and plant removed."""
+    url: str = request.getfixturevalue("postgres_shared_url")
+    pg.run_sql(url, "TRUNCATE plants, tokens, users RESTART IDENTITY")
+    return url
+
+
+def new_database_url(backend: str, directory: Path, request: pytest.FixtureRequest) -> str:
+    """A database of its own, for servers that outlive one test or for several at once."""
+    if backend == "sqlite":
+        return f"sqlite:///{directory / 'plantstore.db'}"
+    return require_postgres(request.getfixturevalue("postgres_server")).create_database()
+
+
+def stored_data(db_url: str) -> bytes:
+    """Everything the database holds, as bytes to search: the SQLite files (with the WAL),
+    or every row of every PostgreSQL table as text."""
+    if db_url.startswith("sqlite:///"):
+        path = Path(db_url.removeprefix("sqlite:///"))
+        files = [path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-journal")]
+        return b"".join(file.read_bytes() for file in files if file.exists())
+    [rows] = pg.run_sql(
+        db_url,
+        "SELECT string_agg(row_text, E'\\n') FROM ("
+        " SELECT t::text AS row_text FROM tokens t UNION ALL SELECT u::text FROM users u"
+        " UNION ALL SELECT p::text FROM plants p UNION ALL SELECT s::text FROM secrets s) rows",
+    )
+    return str(rows[0][0] or "").encode()
+
+
+def run_sql(db_url: str, statement: str) -> None:
+    """Run one statement straight on the database, behind the service's back."""
+    if db_url.startswith("sqlite:///"):
+        with contextlib.closing(
+            sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=10)
+        ) as conn:
+            conn.execute(statement)
+            conn.commit()
+    else:
+        pg.run_sql(db_url, statement)
 
 
 @pytest.fixture
@@ -128,7 +247,6 @@ class LiveServer:
     process: subprocess.Popen[str]
     base_url: str
     db_url: str
-    db_path: Path
     token: str
     log_path: Path
 
@@ -136,14 +254,13 @@ class LiveServer:
         return httpx.Client(base_url=self.base_url, timeout=10)
 
 
-def start_server(db_path: Path, log_path: Path, **env: str) -> LiveServer:
-    """Start ``plantstore serve`` on a free port and wait until it answers /healthz."""
+def start_server(db_url: str, log_path: Path, *args: str, **env: str) -> LiveServer:
+    """Start ``plantstore serve [args]`` on a free port and wait until it answers /healthz."""
     port = free_port()
-    db_url = f"sqlite:///{db_path}"
     environment = {**os.environ, "PLANTSTORE_DATABASE_URL": db_url, **env}
     with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "plantstore", "serve", "--port", str(port)],
+            [sys.executable, "-m", "plantstore", "serve", "--port", str(port), *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=environment,
@@ -166,7 +283,7 @@ def start_server(db_path: Path, log_path: Path, **env: str) -> LiveServer:
         time.sleep(0.05)
     output = log_path.read_text()
     token = next((word for word in output.split() if word.startswith("pst_")), "")
-    return LiveServer(process, base_url, db_url, db_path, token, log_path)
+    return LiveServer(process, base_url, db_url, token, log_path)
 
 
 def kill_server(server: LiveServer) -> None:
@@ -187,10 +304,13 @@ def stop_server(server: LiveServer) -> None:
 
 
 @pytest.fixture(scope="session")
-def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """One real server for the whole session, on a fresh database with its first token."""
-    directory = tmp_path_factory.mktemp("live")
-    server = start_server(directory / "plantstore.db", directory / "server.log")
+def live_server(
+    backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[LiveServer]:
+    """One real server per backend for the whole session, on a fresh database."""
+    directory = tmp_path_factory.mktemp(f"live-{backend}")
+    db_url = new_database_url(backend, directory, request)
+    server = start_server(db_url, directory / "server.log")
     assert server.token, "the first start should issue and print a token for user 'default'"
     yield server
     stop_server(server)

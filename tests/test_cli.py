@@ -23,7 +23,16 @@ from plantstore.app import create_app
 from plantstore.cli import main
 from plantstore.settings import Settings
 
-from .conftest import bearer, free_port, run_cli, start_server, stop_server, token_from_output
+from .conftest import (
+    bearer,
+    free_port,
+    new_database_url,
+    run_cli,
+    start_server,
+    stop_server,
+    stored_data,
+    token_from_output,
+)
 
 TOKEN_LINE = re.compile(r"^pst_[A-Za-z0-9_-]{43,}$")
 
@@ -63,15 +72,6 @@ def parse_time(text: str) -> float:
     return float(timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
 
 
-def database_bytes(db_path: Path) -> bytes:
-    data = db_path.read_bytes()
-    for suffix in ("-wal", "-journal"):
-        extra = db_path.with_name(db_path.name + suffix)
-        if extra.exists():
-            data += extra.read_bytes()
-    return data
-
-
 def assert_one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode != 0, (result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
@@ -91,7 +91,7 @@ def test_token_create_prints_the_token_alone_on_the_last_line(db_url: str) -> No
     assert token_from_output(stdout) == last
 
 
-def test_token_create_on_the_real_command_line(db_path: Path, db_url: str) -> None:
+def test_token_create_on_the_real_command_line(db_url: str) -> None:
     result = plantstore("--database", db_url, "token", "create", "alice")
     assert result.returncode == 0, result.stderr
     last = result.stdout.rstrip("\n").splitlines()[-1]
@@ -316,12 +316,12 @@ def test_revoking_an_unknown_id_in_process_fails(db_url: str) -> None:
 # --- only a hash is stored ----------------------------------------------------------------------
 
 
-def test_the_database_holds_the_hash_not_the_token(db_path: Path, db_url: str) -> None:
+def test_the_database_holds_the_hash_not_the_token(db_url: str) -> None:
     tokens = [
         token_from_output(run_cli(db_url, "token", "create", "alice")),
         token_from_output(run_cli(db_url, "token", "create", "bob", "--expires-in", "1h")),
     ]
-    data = database_bytes(db_path)
+    data = stored_data(db_url)
     assert data
     for token in tokens:
         assert token.encode() not in data
@@ -329,11 +329,11 @@ def test_the_database_holds_the_hash_not_the_token(db_path: Path, db_url: str) -
         assert hashlib.sha256(token.encode()).hexdigest().encode() in data
 
 
-def test_the_database_of_the_real_command_holds_only_the_hash(db_path: Path, db_url: str) -> None:
+def test_the_database_of_the_real_command_holds_only_the_hash(db_url: str) -> None:
     result = plantstore("--database", db_url, "token", "create", "alice")
     assert result.returncode == 0, result.stderr
     token = token_from_output(result.stdout)
-    data = database_bytes(db_path)
+    data = stored_data(db_url)
     assert token.encode() not in data
     assert token.removeprefix("pst_").encode() not in data
     assert hashlib.sha256(token.encode()).hexdigest().encode() in data
@@ -367,7 +367,7 @@ def test_db_upgrade_creates_the_database_and_is_idempotent(tmp_path: Path) -> No
     token = token_from_output(run_cli(url, "token", "create", "alice"))
     run_cli(url, "db", "upgrade")  # and leaves existing data alone
     assert [record["user"] for record in list_json(url)] == ["alice"]
-    assert hashlib.sha256(token.encode()).hexdigest().encode() in database_bytes(path)
+    assert hashlib.sha256(token.encode()).hexdigest().encode() in stored_data(url)
 
 
 def test_db_upgrade_on_the_real_command_line_twice(tmp_path: Path) -> None:
@@ -391,7 +391,7 @@ def test_the_environment_variable_names_the_database(tmp_path: Path) -> None:
     token = token_from_output(result.stdout)
     assert path.exists()
     assert [record["user"] for record in list_json(url)] == ["alice"]
-    assert hashlib.sha256(token.encode()).hexdigest().encode() in database_bytes(path)
+    assert hashlib.sha256(token.encode()).hexdigest().encode() in stored_data(url)
     listed = plantstore("token", "list", "--json", env={"PLANTSTORE_DATABASE_URL": url})
     assert listed.returncode == 0, listed.stderr
     assert [json.loads(line)["user"] for line in listed.stdout.splitlines() if line] == ["alice"]
@@ -431,7 +431,7 @@ def test_a_relative_url_from_the_environment(tmp_path: Path) -> None:
     path = tmp_path / "sub.db"
     assert path.exists()
     token = token_from_output(result.stdout)
-    assert hashlib.sha256(token.encode()).hexdigest().encode() in database_bytes(path)
+    assert hashlib.sha256(token.encode()).hexdigest().encode() in stored_data(f"sqlite:///{path}")
 
 
 def test_an_absolute_url_is_absolute(tmp_path: Path) -> None:
@@ -493,11 +493,10 @@ def test_a_bad_setting_stops_with_one_line(
 
 
 def test_first_serve_issues_one_token_for_default_and_later_serves_do_not(
-    tmp_path: Path,
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    path = tmp_path / "served.db"
-    assert not path.exists()
-    first = start_server(path, tmp_path / "first.log")
+    url = new_database_url(backend, tmp_path, request)
+    first = start_server(url, tmp_path / "first.log")
     try:
         assert TOKEN_LINE.fullmatch(first.token), first.log_path.read_text()
         assert first.log_path.read_text().count("pst_") == 1
@@ -508,11 +507,11 @@ def test_first_serve_issues_one_token_for_default_and_later_serves_do_not(
         stop_server(first)
     records = list_json(first.db_url)
     assert [record["user"] for record in records] == ["default"]
-    data = database_bytes(path)
+    data = stored_data(url)
     assert first.token.encode() not in data
     assert hashlib.sha256(first.token.encode()).hexdigest().encode() in data
 
-    second = start_server(path, tmp_path / "second.log")
+    second = start_server(url, tmp_path / "second.log")
     try:
         assert second.token == ""
         assert "pst_" not in second.log_path.read_text()
@@ -523,11 +522,10 @@ def test_first_serve_issues_one_token_for_default_and_later_serves_do_not(
     assert [record["user"] for record in list_json(first.db_url)] == ["default"]
 
 
-def test_serve_issues_no_token_when_one_already_exists(tmp_path: Path) -> None:
-    path = tmp_path / "preissued.db"
-    url = f"sqlite:///{path}"
+def test_serve_issues_no_token_when_one_already_exists(db_url: str, tmp_path: Path) -> None:
+    url = db_url
     run_cli(url, "token", "create", "alice")
-    server = start_server(path, tmp_path / "serve.log")
+    server = start_server(url, tmp_path / "serve.log")
     try:
         assert server.token == ""
         assert "pst_" not in server.log_path.read_text()
@@ -536,14 +534,13 @@ def test_serve_issues_no_token_when_one_already_exists(tmp_path: Path) -> None:
     assert [record["user"] for record in list_json(url)] == ["alice"]
 
 
-def test_serve_issues_no_token_when_only_revoked_tokens_exist(tmp_path: Path) -> None:
+def test_serve_issues_no_token_when_only_revoked_tokens_exist(db_url: str, tmp_path: Path) -> None:
     """'If no token exists yet': a revoked token still exists, so nothing new is issued."""
-    path = tmp_path / "revoked.db"
-    url = f"sqlite:///{path}"
+    url = db_url
     run_cli(url, "token", "create", "alice")
     [record] = list_json(url)
     run_cli(url, "token", "revoke", str(record["id"]))
-    server = start_server(path, tmp_path / "serve.log")
+    server = start_server(url, tmp_path / "serve.log")
     try:
         assert server.token == ""
     finally:

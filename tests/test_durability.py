@@ -8,8 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
-from .conftest import LiveServer, bearer, kill_server, start_server, stop_server
+from .conftest import LiveServer, bearer, kill_server, new_database_url, start_server, stop_server
 
 
 def all_plants(server: LiveServer, token: str) -> list[dict[str, str]]:
@@ -25,9 +26,11 @@ def all_plants(server: LiveServer, token: str) -> list[dict[str, str]]:
     return plants
 
 
-def test_acknowledged_create_survives_an_immediate_kill(tmp_path: Path) -> None:
-    db_path = tmp_path / "durable.db"
-    server = start_server(db_path, tmp_path / "first.log")
+def test_acknowledged_create_survives_an_immediate_kill(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    db_url = new_database_url(backend, tmp_path, request)
+    server = start_server(db_url, tmp_path / "first.log")
     with server.client() as http:
         response = http.post(
             "/plants",
@@ -36,16 +39,18 @@ def test_acknowledged_create_survives_an_immediate_kill(tmp_path: Path) -> None:
         )
     assert response.status_code == 200
     kill_server(server)  # the very next instant: no shutdown, no checkpoint
-    restarted = start_server(db_path, tmp_path / "second.log")
+    restarted = start_server(db_url, tmp_path / "second.log")
     try:
         assert all_plants(restarted, server.token) == [{"name": "Survivor", "tag": "hardy"}]
     finally:
         stop_server(restarted)
 
 
-def test_kill_during_concurrent_creates_loses_no_acknowledged_write(tmp_path: Path) -> None:
-    db_path = tmp_path / "durable.db"
-    server = start_server(db_path, tmp_path / "first.log")
+def test_kill_during_concurrent_creates_loses_no_acknowledged_write(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    db_url = new_database_url(backend, tmp_path, request)
+    server = start_server(db_url, tmp_path / "first.log")
     token = server.token
     acknowledged: set[int] = set()
     sent: set[int] = set()
@@ -74,7 +79,7 @@ def test_kill_during_concurrent_creates_loses_no_acknowledged_write(tmp_path: Pa
             future.result()
     http.close()
 
-    restarted = start_server(db_path, tmp_path / "second.log")
+    restarted = start_server(db_url, tmp_path / "second.log")
     try:
         stored = {int(plant["name"][1:]) for plant in all_plants(restarted, token)}
     finally:
@@ -82,5 +87,6 @@ def test_kill_during_concurrent_creates_loses_no_acknowledged_write(tmp_path: Pa
     assert len(acknowledged) >= 1_000
     assert acknowledged <= stored, f"lost acknowledged writes: {sorted(acknowledged - stored)[:10]}"
     assert stored <= sent, "a plant appeared that was never sent"
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    if backend == "sqlite":
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

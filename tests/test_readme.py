@@ -37,7 +37,7 @@ def test_readme_mentions_both_front_door_commands() -> None:
 def test_quickstart_runs_as_written(tmp_path: Path) -> None:
     steps = quickstart()
     assert len(steps) == 4
-    server = start_server(tmp_path / "readme.db", tmp_path / "server.log")
+    server = start_server(f"sqlite:///{tmp_path / 'readme.db'}", tmp_path / "server.log")
     try:
         for command, documented in steps:
             result = subprocess.run(

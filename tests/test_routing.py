@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import secrets
-import sqlite3
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from .conftest import assert_error, bearer
+from .conftest import assert_error, bearer, run_sql
 
 Headers = dict[str, str]
 
@@ -28,12 +25,6 @@ def media_type(response: httpx2.Response) -> str:
 def allowed(response: httpx2.Response) -> set[str]:
     assert "allow" in response.headers, dict(response.headers)
     return {method.strip().upper() for method in response.headers["allow"].split(",")}
-
-
-def run_sql(db_path: Path, statement: str) -> None:
-    with contextlib.closing(sqlite3.connect(db_path, timeout=10)) as conn:
-        conn.execute(statement)
-        conn.commit()
 
 
 # --- unknown paths and wrong methods ---------------------------------------------------------
@@ -131,27 +122,28 @@ def test_wrong_method_does_not_touch_plants(client: TestClient, alice: Headers) 
         ("DELETE", "/plants/1", None),
     ],
 )
+@pytest.mark.own_database
 def test_fault_is_500_with_nothing_internal(
     client: TestClient,
     alice: Headers,
-    db_path: Path,
+    db_url: str,
     caplog: pytest.LogCaptureFixture,
     method: str,
     path: str,
     body: bytes | None,
 ) -> None:
     assert client.get("/plants", headers=alice).status_code == 200  # store and token warm
-    run_sql(db_path, "DROP TABLE plants")
+    run_sql(db_url, "DROP TABLE plants")
     headers = {**alice, "Content-Type": "application/json"}
     with caplog.at_level(logging.ERROR):
         response = client.request(method, path, headers=headers, content=body)
     message = assert_error(response, 500)
     assert response.json() == {"error": 500, "message": message}
     lowered = response.text.lower()
-    for leak in ["traceback", "sqlite", "plants", "no such table", "operationalerror", 'file "']:
+    leaks = ["traceback", "sqlite", "postgres", "asyncpg", "plants", "no such table", "relation"]
+    for leak in [*leaks, "operationalerror", 'file "']:
         assert leak not in lowered, response.text
-    assert str(db_path) not in response.text
-    assert db_path.name not in response.text
+    assert db_url.rpartition("/")[2] not in response.text
     assert alice["Authorization"].removeprefix("Bearer ") not in response.text
     assert response.headers["cache-control"] == "no-store"
     assert response.headers["x-content-type-options"] == "nosniff"
@@ -161,8 +153,9 @@ def test_fault_is_500_with_nothing_internal(
     assert any(record.exc_info is not None for record in logged)
 
 
-def test_fault_does_not_stop_the_process(client: TestClient, alice: Headers, db_path: Path) -> None:
-    run_sql(db_path, "DROP TABLE plants")
+@pytest.mark.own_database
+def test_fault_does_not_stop_the_process(client: TestClient, alice: Headers, db_url: str) -> None:
+    run_sql(db_url, "DROP TABLE plants")
     assert_error(client.get("/plants", headers=alice), 500)
     assert client.get("/healthz").status_code == 200
     assert_error(client.get("/plants", headers=alice), 500)
@@ -205,17 +198,17 @@ def test_docs_page_needs_no_token_and_is_html(client: TestClient, headers: Heade
     assert "<html" in response.text.lower()
 
 
-def test_readyz_is_503_with_error_body_when_store_unusable(
-    client: TestClient, db_path: Path
-) -> None:
+@pytest.mark.own_database
+def test_readyz_is_503_with_error_body_when_store_unusable(client: TestClient, db_url: str) -> None:
     assert client.get("/readyz").status_code == 200
-    run_sql(db_path, "DROP TABLE secrets")
+    run_sql(db_url, "DROP TABLE secrets")
     response = client.get("/readyz")
     message = assert_error(response, 503)
     lowered = message.lower()
     assert "traceback" not in lowered
     assert "sqlite" not in lowered
-    assert str(db_path) not in response.text
+    assert "postgres" not in lowered
+    assert db_url.rpartition("/")[2] not in response.text
     # the process itself is still alive
     assert client.get("/healthz").status_code == 200
 

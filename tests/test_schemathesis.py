@@ -10,15 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import bearer, start_server, stop_server
+from .conftest import bearer, new_database_url, start_server, stop_server
 
 ROOT = Path(__file__).parent.parent
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
 
-def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "st.db", tmp_path / "server.log")
+def test_schemathesis_finds_nothing(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    server = start_server(new_database_url(backend, tmp_path, request), tmp_path / "server.log")
     try:
         headers = bearer(server.token)
         with server.client() as http:

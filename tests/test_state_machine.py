@@ -3,19 +3,21 @@ every answer is checked against an in-memory model of what each user owns."""
 
 from __future__ import annotations
 
+import itertools
 import re
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 from starlette.testclient import TestClient
 
 from plantstore.app import create_app
 from plantstore.settings import Settings
 
-from .conftest import bearer, run_cli, token_from_output
+from .conftest import bearer, emptied_shared_database, run_cli, token_from_output
 
 USERS = ("alice", "bob")
 plant_ids = st.integers(min_value=-3, max_value=12) | st.sampled_from([-(2**63), 2**63 - 1])
@@ -25,10 +27,9 @@ LINK = re.compile(r'^<([^>]+)>; rel="next"$')
 
 
 class PlantStoreMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
+    def __init__(self, empty_database: Callable[[], str]) -> None:
         super().__init__()
-        self._directory = tempfile.TemporaryDirectory()
-        db_url = f"sqlite:///{Path(self._directory.name) / 'machine.db'}"
+        db_url = empty_database()
         self.headers = {
             user: bearer(token_from_output(run_cli(db_url, "token", "create", user)))
             for user in USERS
@@ -39,7 +40,6 @@ class PlantStoreMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.client.__exit__(None, None, None)
-        self._directory.cleanup()
 
     @rule(user=st.sampled_from(USERS), plant_id=plant_ids, name=names, tag=tags)
     def create(self, user: str, plant_id: int, name: str, tag: str | None) -> None:
@@ -94,10 +94,26 @@ class PlantStoreMachine(RuleBasedStateMachine):
         return plants
 
 
-PlantStoreMachine.TestCase.settings = settings(
-    max_examples=25,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-TestPlantStoreMachine = PlantStoreMachine.TestCase
+def test_the_service_behaves_like_the_model(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    numbers = itertools.count()
+
+    def empty_database() -> str:
+        if backend == "sqlite":
+            return f"sqlite:///{tmp_path / f'machine-{next(numbers)}.db'}"
+        return emptied_shared_database(request)
+
+    class MachineOnThisBackend(PlantStoreMachine):
+        def __init__(self) -> None:
+            super().__init__(empty_database)
+
+    run_state_machine_as_test(
+        MachineOnThisBackend,
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

@@ -6,6 +6,7 @@ Error body here, and only here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -41,7 +42,7 @@ def create_app(settings: Settings) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        upgrade(settings.database_url)
+        await asyncio.to_thread(upgrade, settings.database_url)
         store = open_store(settings)
         await store.open()
         try:

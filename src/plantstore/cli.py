@@ -18,8 +18,10 @@ from typing import Any, TypeVar
 import click
 
 from . import __version__
+from .database_url import redacted
+from .errors import PlantstoreError
 from .settings import Settings, SettingsError, load_settings
-from .store import Store, TokenRecord, open_store
+from .store import Store, StoreOpenError, TokenRecord, open_store
 from .store.migrate import upgrade
 from .tokens import hash_token, new_token
 
@@ -27,6 +29,7 @@ T = TypeVar("T")
 _DURATION = re.compile(r"([1-9][0-9]{0,8})([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 _USER_NAME = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]{1,128}")
+_LABEL = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,128}")
 DEFAULT_USER = "default"
 
 
@@ -36,7 +39,8 @@ DEFAULT_USER = "default"
     "--database",
     "database_url",
     metavar="URL",
-    help="sqlite:///relative.db or sqlite:////absolute.db [env PLANTSTORE_DATABASE_URL]",
+    help="sqlite:///relative.db, sqlite:////absolute.db or postgresql://user@host/db "
+    "[env PLANTSTORE_DATABASE_URL]",
 )
 @click.pass_context
 def main(ctx: click.Context, database_url: str | None) -> None:
@@ -50,8 +54,8 @@ def _settings(ctx: click.Context, **overrides: object) -> Settings:
         upgrade(settings.database_url)
     except SettingsError as exc:
         raise click.ClickException(str(exc)) from None
-    except OSError as exc:
-        raise click.ClickException(f"cannot open the database: {exc}") from None
+    except StoreOpenError as exc:
+        raise click.ClickException(str(exc)) from None
     return settings
 
 
@@ -64,13 +68,20 @@ def _with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
         finally:
             await store.close()
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    except (StoreOpenError, PlantstoreError) as exc:  # PlantstoreError: the database went away
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command()
 @click.option("--host", help="Address to listen on [env PLANTSTORE_HOST, default 127.0.0.1]")
 @click.option("--port", type=int, help="Port to listen on [env PLANTSTORE_PORT, default 8000]")
-@click.option("--workers", type=int, help="Processes [env PLANTSTORE_WORKERS, default 1]")
+@click.option(
+    "--workers",
+    type=int,
+    help="Processes, PostgreSQL only [env PLANTSTORE_WORKERS, default 1]",
+)
 @click.pass_context
 def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None) -> None:
     """Serve the API until interrupted."""
@@ -83,7 +94,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
 
     click.echo(
         f"plantstore {__version__} serving http://{settings.host}:{settings.port} "
-        f"(database {settings.database_url})"
+        f"(database {redacted(settings.database_url)})"
     )
     Granian(
         "plantstore.app:create_app_from_env",
@@ -128,19 +139,22 @@ def _parse_duration(text: str | None) -> float | None:
 @token.command("create")
 @click.argument("user")
 @click.option("--expires-in", metavar="DURATION", help="e.g. 30d, 12h, 15m, 90s, 2w")
+@click.option("--label", help="A note shown by 'token list', e.g. 'ci runner'")
 @click.pass_context
-def token_create(ctx: click.Context, user: str, expires_in: str | None) -> None:
+def token_create(ctx: click.Context, user: str, expires_in: str | None, label: str | None) -> None:
     """Issue a token for USER; the token is printed once, alone on the last line."""
     if not _USER_NAME.fullmatch(user):
         raise click.BadParameter(
             "1-128 characters, no spaces or control characters", param_hint="USER"
         )
+    if label is not None and not _LABEL.fullmatch(label):
+        raise click.BadParameter("1-128 characters, no control characters", param_hint="--label")
     lifetime = _parse_duration(expires_in)
     settings = _settings(ctx.find_root())
     expires_at = None if lifetime is None else time.time() + lifetime
     secret = new_token()
     record = _with_store(
-        settings, lambda store: store.create_token(user, hash_token(secret), expires_at)
+        settings, lambda store: store.create_token(user, hash_token(secret), expires_at, label)
     )
     click.echo(
         f"Token {record.token_id} for user '{user}', expires {_when(record.expires_at, 'never')}. "
@@ -161,7 +175,7 @@ def token_list(ctx: click.Context, user: str | None, as_json: bool) -> None:
         for record in records:
             click.echo(json.dumps(_token_fields(record)))
         return
-    header = ("ID", "USER", "CREATED", "EXPIRES", "LAST USED", "REVOKED")
+    header = ("ID", "USER", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "LABEL")
     rows = [header] + [tuple(str(value) for value in _token_row(record)) for record in records]
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     for row in rows:
@@ -178,6 +192,7 @@ def _token_fields(record: TokenRecord) -> dict[str, Any]:
         "expires": _when(record.expires_at, None),
         "last_used": _when(record.last_used_at, None),
         "revoked": _when(record.revoked_at, None),
+        "label": record.label,
     }
 
 

@@ -6,11 +6,12 @@ line instead of failing on the first request.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .database_url import Backend, backend_of
 
 DEFAULT_DATABASE_URL = "sqlite:///data/plantstore.db"
 
@@ -33,38 +34,31 @@ class Settings(BaseSettings):
     group_commit: bool = True
     max_batch: int = Field(default=512, ge=1, le=10_000)
     busy_timeout_ms: int = Field(default=5_000, ge=0, le=600_000)
+    pool_size: int = Field(default=10, ge=1, le=1_000)
+    connect_timeout: float = Field(default=1.0, gt=0.0, le=60.0)
+    statement_timeout: float = Field(default=1.0, gt=0.0, le=600.0)
+    allow_unsafe_durability: bool = False
     token_cache_seconds: float = Field(default=1.0, ge=0.0, le=1.0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("database_url")
     @classmethod
-    def _known_scheme(cls, url: str) -> str:
-        sqlite_path(url)  # raises for anything we cannot open
+    def _known_backend(cls, url: str) -> str:
+        backend_of(url)  # raises for anything we cannot open
         return url
 
-    @field_validator("workers")
-    @classmethod
-    def _one_sqlite_process(cls, workers: int) -> int:
-        if workers > 1:
+    @model_validator(mode="after")
+    def _one_sqlite_process(self) -> Settings:
+        if self.workers > 1 and self.backend == "sqlite":
             raise ValueError(
-                "SQLite is served by one process (its single writer is what makes group "
-                "commit work); use 1"
+                "PLANTSTORE_WORKERS: SQLite is served by one process (its single writer is "
+                "what makes group commit work); use 1, or PostgreSQL for several"
             )
-        return workers
+        return self
 
-
-def sqlite_path(url: str) -> Path:
-    """Return the file a ``sqlite:///relative`` or ``sqlite:////absolute`` URL names."""
-    prefix = "sqlite:///"
-    if not url.startswith(prefix):
-        raise ValueError(
-            f"database URL must start with {prefix} (sqlite:///relative.db or "
-            "sqlite:////absolute/path.db)"
-        )
-    path = url[len(prefix) :]
-    if not path or path == ":memory:" or path.startswith("file:"):
-        raise ValueError("database URL must name a file, e.g. sqlite:///data/plantstore.db")
-    return Path(path)
+    @property
+    def backend(self) -> Backend:
+        return backend_of(self.database_url)
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -80,6 +74,6 @@ def _first_problem(exc: ValidationError) -> str:
     problem = exc.errors()[0]
     where = ".".join(str(part) for part in problem["loc"])
     message = problem["msg"].removeprefix("Value error, ")
-    if not where:
-        return f"invalid settings: {message}"
+    if not where:  # a check across settings; its message starts with the one to change
+        return f"invalid setting {message}"
     return f"invalid setting PLANTSTORE_{where.upper()}: {message}"

@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
-from ..settings import Settings, sqlite_path
-from .base import CreateOutcome, PlantRecord, Store, TokenRecord
+from ..database_url import sqlite_path
+from ..settings import Settings
+from .base import CreateOutcome, PlantRecord, Store, StoreOpenError, TokenRecord
+from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 
-__all__ = ["CreateOutcome", "PlantRecord", "SQLiteStore", "Store", "TokenRecord", "open_store"]
+__all__ = [
+    "CreateOutcome",
+    "PlantRecord",
+    "PostgresStore",
+    "SQLiteStore",
+    "Store",
+    "StoreOpenError",
+    "TokenRecord",
+    "open_store",
+]
 
 
 def open_store(settings: Settings) -> Store:
     """Return the (not yet opened) store that ``settings.database_url`` names."""
+    if settings.backend == "postgresql":
+        return PostgresStore(
+            settings.database_url,
+            pool_size=settings.pool_size,
+            connect_timeout=settings.connect_timeout,
+            statement_timeout=settings.statement_timeout,
+            allow_unsafe_durability=settings.allow_unsafe_durability,
+        )
     return SQLiteStore(
         sqlite_path(settings.database_url),
         group_commit=settings.group_commit,

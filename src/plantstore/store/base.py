@@ -10,6 +10,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
+class StoreOpenError(Exception):
+    """The database cannot be used: unreachable, or set up to lose acknowledged writes."""
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line about a database failure: its kind and first line, never a DSN or stack."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 class CreateOutcome(enum.Enum):
     """What a create did: stored it, found the very same plant, or found a different one."""
 
@@ -36,6 +46,7 @@ class TokenRecord:
     expires_at: float | None
     last_used_at: float | None
     revoked_at: float | None
+    label: str | None = None
 
     def usable_at(self, now: float) -> bool:
         """Tell whether the token may authenticate a request at wall-clock time ``now``."""
@@ -73,7 +84,7 @@ class Store(Protocol):
         """Record a use of the token; best effort, not awaited for durability."""
 
     async def create_token(
-        self, user: str, token_hash: str, expires_at: float | None
+        self, user: str, token_hash: str, expires_at: float | None, label: str | None = None
     ) -> TokenRecord: ...
 
     async def list_tokens(self, user: str | None) -> list[TokenRecord]: ...

@@ -15,7 +15,7 @@ from .sqlite_writer import Writer, connect
 
 _TOKEN_COLUMNS = (
     "tokens.id, users.name, users.id, tokens.created_at, tokens.expires_at, "
-    "tokens.last_used_at, tokens.revoked_at"
+    "tokens.last_used_at, tokens.revoked_at, tokens.label"
 )
 
 
@@ -107,10 +107,10 @@ class SQLiteStore:
         )
 
     async def create_token(
-        self, user: str, token_hash: str, expires_at: float | None
+        self, user: str, token_hash: str, expires_at: float | None, label: str | None = None
     ) -> TokenRecord:
         return await self.writer.submit(  # type: ignore[no-any-return]
-            lambda conn: _create_token(conn, user, token_hash, expires_at)
+            lambda conn: _create_token(conn, user, token_hash, expires_at, label)
         )
 
     async def list_tokens(self, user: str | None) -> list[TokenRecord]:
@@ -154,7 +154,11 @@ def _create_plant(conn: sqlite3.Connection, user_id: int, plant: PlantRecord) ->
 
 
 def _create_token(
-    conn: sqlite3.Connection, user: str, token_hash: str, expires_at: float | None
+    conn: sqlite3.Connection,
+    user: str,
+    token_hash: str,
+    expires_at: float | None,
+    label: str | None,
 ) -> TokenRecord:
     now = time.time()
     conn.execute(
@@ -163,8 +167,9 @@ def _create_token(
     )
     (user_id,) = conn.execute("SELECT id FROM users WHERE name = ?", (user,)).fetchone()
     token_id = conn.execute(
-        "INSERT INTO tokens (user_id, token_hash, created_at, expires_at) VALUES (?, ?, ?, ?)",
-        (user_id, token_hash, now, expires_at),
+        "INSERT INTO tokens (user_id, token_hash, created_at, expires_at, label) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (user_id, token_hash, now, expires_at, label),
     ).lastrowid
     assert token_id is not None
-    return TokenRecord(token_id, user, user_id, now, expires_at, None, None)
+    return TokenRecord(token_id, user, user_id, now, expires_at, None, None, label)

@@ -1,16 +1,54 @@
-"""Alembic environment: run the migrations on the URL the caller put in the config."""
+"""Alembic environment: run the migrations on the database the caller named.
+
+PostgreSQL goes through asyncpg, the driver the service uses, so a URL that works for the
+service works here; an advisory lock held for the migration transaction makes instances
+that start together migrate one after another.
+"""
 
 from __future__ import annotations
 
+import asyncio
+
+import asyncpg
 from alembic import context
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine, text
+from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-url = context.config.get_main_option("sqlalchemy.url")
-assert url is not None
-engine = create_engine(url, poolclass=NullPool)
-with engine.connect() as connection:
-    context.configure(connection=connection, target_metadata=None, render_as_batch=True)
+MIGRATION_LOCK = 0x706C616E7473  # "plants": one advisory-lock key for every plantstore
+
+
+def run_migrations(connection: Connection) -> None:
+    sqlite = connection.dialect.name == "sqlite"
+    context.configure(connection=connection, target_metadata=None, render_as_batch=sqlite)
     with context.begin_transaction():
+        if not sqlite:
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         context.run_migrations()
-engine.dispose()
+
+
+async def run_on_postgres(dsn: str) -> None:
+    engine = create_async_engine(
+        "postgresql+asyncpg://",
+        async_creator=lambda: asyncpg.connect(dsn, timeout=10),
+        poolclass=NullPool,
+    )
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(run_migrations)
+    finally:
+        await engine.dispose()
+
+
+def main() -> None:
+    url: str = context.config.attributes["database_url"]
+    if url.startswith("sqlite"):
+        engine = create_engine(url, poolclass=NullPool)
+        with engine.connect() as connection:
+            run_migrations(connection)
+        engine.dispose()
+    else:
+        asyncio.run(run_on_postgres(url))
+
+
+main()

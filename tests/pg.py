@@ -1,0 +1,171 @@
+"""PostgreSQL for the tests: the server named by PLANTSTORE_TEST_POSTGRES_URL, or a throwaway
+cluster started from the local binaries (initdb, pg_ctl) on a free port.
+
+Databases made here are named after the run's own database (or ``plantstore_test``), so one
+run never touches another's; they are dropped when the run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+URL_VARIABLE = "PLANTSTORE_TEST_POSTGRES_URL"
+REQUIRE_VARIABLE = "PLANTSTORE_TEST_REQUIRE_POSTGRES"
+
+
+def run_sql(url: str, *statements: str) -> list[list[tuple[object, ...]]]:
+    """Run statements on ``url`` outside any transaction; return each one's rows."""
+
+    async def run() -> list[list[tuple[object, ...]]]:
+        connection = await asyncpg.connect(url, timeout=10)
+        try:
+            return [
+                [tuple(row) for row in await connection.fetch(statement)]
+                for statement in statements
+            ]
+        finally:
+            await connection.close()
+
+    return asyncio.run(run())
+
+
+def with_database(url: str, database: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+def database_of(url: str) -> str:
+    return urlsplit(url).path.lstrip("/") or "postgres"
+
+
+class PostgresServer:
+    """A server the tests may create databases on."""
+
+    def __init__(self, admin_url: str, prefix: str) -> None:
+        self.admin_url = admin_url
+        self._prefix = prefix
+        self._made: list[str] = []
+
+    def create_database(self) -> str:
+        """Create an empty database and return its URL."""
+        name = f"{self._prefix}_{uuid.uuid4().hex[:10]}"
+        run_sql(self.admin_url, f'CREATE DATABASE "{name}"')
+        self._made.append(name)
+        return with_database(self.admin_url, name)
+
+    def drop_all(self) -> None:
+        for name in self._made:
+            with contextlib.suppress(asyncpg.PostgresError, OSError):
+                run_sql(self.admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self._made.clear()
+
+
+def postgres_binaries() -> Path | None:
+    """The directory holding initdb and pg_ctl, newest version first, if any."""
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).parent
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), reverse=True)
+    return Path(candidates[0]).parent if candidates else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ThrowawayCluster:
+    """A PostgreSQL cluster of our own in a temporary directory, which a test may stop.
+
+    PostgreSQL refuses to run as root, so under root the cluster belongs to the
+    ``postgres`` system user.
+    """
+
+    def __init__(self, binaries: Path, *settings: str) -> None:
+        self._bin = binaries
+        self._settings = settings
+        self.directory = Path(tempfile.mkdtemp(prefix="plantstore-pg-"))
+        self.data = self.directory / "data"
+        self.port = _free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._run_as: list[str] = []
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam("postgres")
+            os.chown(self.directory, owner.pw_uid, owner.pw_gid)
+            self._run_as = ["runuser", "-u", "postgres", "--"]
+
+    def _run(self, *command: str) -> None:
+        subprocess.run(
+            [*self._run_as, *command], check=True, capture_output=True, text=True, timeout=120
+        )
+
+    def init(self) -> ThrowawayCluster:
+        self._run(
+            str(self._bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-instructions",
+        )
+        return self
+
+    def start(self) -> None:
+        options = " ".join(
+            [
+                f"-p {self.port}",
+                "-c listen_addresses=127.0.0.1",
+                f"-c unix_socket_directories={self.directory}",
+                *(f"-c {setting}" for setting in self._settings),
+            ]
+        )
+        log = self.directory / "server.log"
+        self._run(
+            str(self._bin / "pg_ctl"),
+            "start",
+            "-w",
+            "-D",
+            str(self.data),
+            "-l",
+            str(log),
+            "-o",
+            options,
+        )
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run(str(self._bin / "pg_ctl"), "stop", "-w", "-D", str(self.data), "-m", mode)
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            self.stop("immediate")
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def throwaway_cluster(*settings: str) -> Iterator[ThrowawayCluster]:
+    """Start a cluster with extra ``name=value`` settings; remove it afterwards."""
+    binaries = postgres_binaries()
+    if binaries is None:
+        raise RuntimeError("no PostgreSQL binaries (initdb, pg_ctl) on this machine")
+    cluster = ThrowawayCluster(binaries, *settings).init()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.remove()
