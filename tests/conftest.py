@@ -39,6 +39,18 @@ BACKENDS = ("sqlite", "postgres")
 # Read once at import: the autouse fixture below hides PLANTSTORE_* variables from tests.
 TEST_POSTGRES_URL = os.environ.get(pg.URL_VARIABLE)
 REQUIRE_POSTGRES = os.environ.get(pg.REQUIRE_VARIABLE) == "1"
+NO_SKIPS_VARIABLE = "PLANTSTORE_TEST_NO_SKIPS"
+NO_SKIPS = os.environ.get(NO_SKIPS_VARIABLE) == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """With PLANTSTORE_TEST_NO_SKIPS=1 (CI), a skipped test fails: it proved nothing."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if NO_SKIPS and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped, which {NO_SKIPS_VARIABLE}=1 forbids: {report.longrepr}"
 
 
 @pytest.fixture(autouse=True)

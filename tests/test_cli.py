@@ -33,6 +33,7 @@ from .conftest import (
     stored_data,
     token_from_output,
 )
+from .pg import PostgresServer, with_database
 
 TOKEN_LINE = re.compile(r"^pst_[A-Za-z0-9_-]{43,}$")
 
@@ -473,6 +474,16 @@ def test_an_absolute_url_is_absolute(tmp_path: Path) -> None:
         ),
         pytest.param({"PLANTSTORE_PORT": "notanumber"}, ["db", "upgrade"], "PORT", id="port"),
         pytest.param({"PLANTSTORE_PORT": "notanumber"}, ["serve"], "PORT", id="port-serve"),
+        pytest.param(
+            {"PLANTSTORE_DATABASE_URL": "postgresql://db:notaport/plants"},
+            ["db", "upgrade"],
+            "DATABASE_URL",
+            id="postgres-url-port",
+        ),
+        pytest.param({"PLANTSTORE_POOL_SIZE": "0"}, ["token", "list"], "POOL_SIZE", id="pool-size"),
+        pytest.param(
+            {"PLANTSTORE_CONNECT_TIMEOUT": "0"}, ["db", "upgrade"], "CONNECT_TIMEOUT", id="timeout"
+        ),
         pytest.param({}, ["serve", "--workers", "2"], "WORKERS", id="workers-flag"),
         pytest.param({"PLANTSTORE_WORKERS": "2"}, ["serve"], "WORKERS", id="workers-env"),
     ],
@@ -545,3 +556,46 @@ def test_serve_issues_no_token_when_only_revoked_tokens_exist(db_url: str, tmp_p
         assert server.token == ""
     finally:
         stop_server(server)
+
+
+# --- PostgreSQL: unreachable or missing databases, and passwords ---------------------------------
+
+
+@pytest.mark.parametrize("command", [["db", "upgrade"], ["token", "list"], ["serve"]])
+def test_an_unreachable_postgres_stops_with_one_line(command: list[str]) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/plantstore"  # nothing listens there
+    env = {"PLANTSTORE_DATABASE_URL": url, "PLANTSTORE_PORT": str(free_port())}
+    result = plantstore(*command, env=env, timeout=60)
+    line = assert_one_line_error(result)
+    assert "cannot open the database" in line, line
+
+
+def test_a_missing_postgres_database_is_named_in_one_line(postgres: PostgresServer) -> None:
+    url = with_database(postgres.admin_url, "plantstore_no_such_database")
+    line = assert_one_line_error(plantstore("--database", url, "token", "list"))
+    assert "cannot open the database" in line, line
+    assert "does not exist" in line, line
+
+
+def test_the_serve_banner_hides_the_database_password(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """The machine's PostgreSQL trusts local users, so a password is accepted and ignored."""
+    url = postgres.create_database().replace(
+        "postgresql://postgres@", "postgresql://postgres:hunter2@"
+    )
+    server = start_server(url, tmp_path / "serve.log")
+    try:
+        output = server.log_path.read_text()
+    finally:
+        stop_server(server)
+    assert "postgres:***@" in output, output
+    assert "hunter2" not in output
+
+
+def test_postgres_scheme_spellings_are_both_accepted(postgres: PostgresServer) -> None:
+    url = postgres.create_database()
+    short = url.replace("postgresql://", "postgres://", 1)
+    token = token_from_output(run_cli(short, "token", "create", "alice"))
+    assert [record["user"] for record in list_json(url)] == ["alice"]
+    assert token.startswith("pst_")

@@ -42,9 +42,9 @@ def test_bearer_scheme_applies_to_plants_but_not_operational_routes(
 @pytest.mark.parametrize(
     ("path", "method", "statuses"),
     [
-        ("/plants", "post", {"200", "400", "401", "409", "413", "415", "500"}),
-        ("/plants", "get", {"200", "400", "401", "500"}),
-        ("/plants/{id}", "delete", {"204", "400", "401", "404", "500"}),
+        ("/plants", "post", {"200", "400", "401", "409", "413", "415", "500", "503"}),
+        ("/plants", "get", {"200", "400", "401", "500", "503"}),
+        ("/plants/{id}", "delete", {"204", "400", "401", "404", "500", "503"}),
     ],
 )
 def test_every_contract_status_is_documented(
@@ -103,3 +103,12 @@ def test_docs_page_loads_only_assets_the_service_serves(client: TestClient) -> N
     initializer = client.get("/docs/assets/init.js").text
     assert '"/openapi.json"' in initializer
     assert "validatorUrl: null" in initializer  # the badge would call an outside service
+
+
+def test_unavailable_is_documented_with_retry_after(document: dict[str, Any]) -> None:
+    unavailable = document["components"]["responses"]["Unavailable"]
+    assert unavailable["headers"]["Retry-After"]["required"] is True
+    assert unavailable["headers"]["Retry-After"]["schema"]["type"] == "integer"
+    assert document["paths"]["/readyz"]["get"]["responses"]["503"] == {
+        "$ref": "#/components/responses/Unavailable"
+    }

@@ -204,6 +204,7 @@ def test_readyz_is_503_with_error_body_when_store_unusable(client: TestClient, d
     run_sql(db_url, "DROP TABLE secrets")
     response = client.get("/readyz")
     message = assert_error(response, 503)
+    assert response.headers["retry-after"] == "1"
     lowered = message.lower()
     assert "traceback" not in lowered
     assert "sqlite" not in lowered

@@ -8,7 +8,7 @@
       Conflict                      409  same id, different plant
       PayloadTooLarge               413
       UnsupportedMediaType          415
-      StoreUnavailable              503  the database cannot be reached
+      StoreUnavailable              503  the database cannot be reached (with Retry-After)
 
 Handlers and rules raise these; ``app.py`` maps them to responses in one handler.
 """
@@ -67,3 +67,6 @@ class UnsupportedMediaType(PlantstoreError):
 
 class StoreUnavailable(PlantstoreError):
     status = 503
+
+    def __init__(self, message: str = "the database is unavailable; retry shortly") -> None:
+        super().__init__(message, {"Retry-After": "1"})

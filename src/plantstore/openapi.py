@@ -41,6 +41,7 @@ def _error(description: str, headers: dict[str, Any] | None = None) -> dict[str,
 _COMMON_ERRORS = {
     "401": {"$ref": "#/components/responses/Unauthorized"},
     "500": _error("An unexpected fault of the service; the details are logged, not sent."),
+    "503": {"$ref": "#/components/responses/Unavailable"},
 }
 
 _LIMIT = {
@@ -143,12 +144,12 @@ _DELETE = {
 }
 
 
-def _probe(summary: str, failure: str | None) -> dict[str, Any]:
+def _probe(summary: str, *, needs_store: bool) -> dict[str, Any]:
     responses: dict[str, Any] = {
         "200": {"description": "OK", "content": {JSON: {"schema": _ref("Status")}}}
     }
-    if failure:
-        responses["503"] = _error(failure)
+    if needs_store:
+        responses["503"] = {"$ref": "#/components/responses/Unavailable"}
     return {"summary": summary, "security": [], "tags": ["operations"], "responses": responses}
 
 
@@ -175,7 +176,19 @@ def _components() -> dict[str, Any]:
                         "schema": {"type": "string"},
                     }
                 },
-            )
+            ),
+            "Unavailable": _error(
+                "The database cannot be reached just now. Retry after the given seconds: a "
+                "create or delete answered 503 may or may not have been applied, and repeating "
+                "it is safe (an identical create answers 200; a repeated delete, 404).",
+                {
+                    "Retry-After": {
+                        "description": "Seconds to wait before retrying.",
+                        "required": True,
+                        "schema": {"type": "integer", "minimum": 1},
+                    }
+                },
+            ),
         },
     }
 
@@ -198,8 +211,8 @@ def build_document() -> Document:
                 "post": {**_CREATE, "tags": ["plants"]},
             },
             "/plants/{id}": {"delete": {**_DELETE, "tags": ["plants"]}},
-            "/healthz": {"get": _probe("The process is alive", None)},
-            "/readyz": {"get": _probe("The store is reachable", "The store cannot be reached.")},
+            "/healthz": {"get": _probe("The process is alive", needs_store=False)},
+            "/readyz": {"get": _probe("The store is reachable", needs_store=True)},
         },
         "components": _components(),
     }

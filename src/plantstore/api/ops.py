@@ -28,7 +28,7 @@ async def readyz(request: Request) -> Response:
         await services_of(request).store.ping()
     except Exception:
         log.warning("readiness check failed", exc_info=True)
-        raise StoreUnavailable("the store cannot be reached") from None
+        raise StoreUnavailable("the database cannot be reached") from None
     return json_response(_OK)
 
 

@@ -7,12 +7,17 @@ SQLite file, and ``migrations/env.py`` takes a PostgreSQL advisory lock.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fcntl
+import functools
+import sqlite3
 from pathlib import Path
 
 import asyncpg
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy.exc import DBAPIError
 
 from ..database_url import backend_of, sqlite_path
@@ -46,7 +51,39 @@ def upgrade(database_url: str, revision: str = "head") -> None:
         raise StoreOpenError(f"cannot open the database: {describe_failure(exc)}") from exc
 
 
+@functools.cache
+def head_revision() -> str | None:
+    return ScriptDirectory(str(MIGRATIONS)).get_current_head()
+
+
+def current_revision(database_url: str) -> str | None:
+    """The revision the database is at; None if it has none yet."""
+    if backend_of(database_url) == "postgresql":
+        return asyncio.run(_postgres_revision(database_url))
+    path = sqlite_path(database_url)
+    if not path.exists():
+        return None
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        try:
+            row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError:  # no such table: never migrated
+            return None
+    return None if row is None else str(row[0])
+
+
+async def _postgres_revision(database_url: str) -> str | None:
+    connection = await asyncpg.connect(database_url, timeout=10)
+    try:
+        return await connection.fetchval("SELECT version_num FROM alembic_version")  # type: ignore[no-any-return]
+    except asyncpg.UndefinedTableError:
+        return None
+    finally:
+        await connection.close()
+
+
 def _upgrade(database_url: str, revision: str) -> None:
+    if revision == "head" and current_revision(database_url) == head_revision():
+        return  # the common case, without loading Alembic's machinery
     if backend_of(database_url) == "postgresql":
         command.upgrade(alembic_config(database_url), revision)
         return

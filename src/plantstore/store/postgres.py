@@ -159,9 +159,7 @@ class PostgresStore:
                 pool.expire_connections()
             )  # after an outage, reconnect instead of reusing dead ones
             log.warning("database unavailable: %s", describe_failure(exc))
-            raise StoreUnavailable(
-                "the database is unavailable; retry shortly", {"Retry-After": "1"}
-            ) from exc
+            raise StoreUnavailable() from exc
 
     async def _fetchrow(self, query: str, *args: object) -> asyncpg.Record:
         async with self._connection() as connection:
