@@ -7,6 +7,8 @@ Each test sends a request that is wrong in several ways at once and expects the 
 from __future__ import annotations
 
 import random
+import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -378,3 +380,50 @@ def test_live_unknown_path_and_wrong_method_without_auth(live_server: LiveServer
         response = http.put("/plants", content=b"x", headers={"Content-Type": "text/plain"})
         assert_error(response, 405)
         assert allowed(response) >= {"GET", "POST"}
+
+
+# --- an early answer leaves the connection usable -----------------------------------------------
+
+
+def raw_exchange(server: LiveServer, head: bytes, body: bytes) -> tuple[bytes, socket.socket]:
+    """Send the head, then the body a moment later (after the server may have answered)."""
+    host, port = server.base_url.removeprefix("http://").split(":")
+    connection = socket.create_connection((host, int(port)), timeout=5)
+    connection.sendall(head)
+    time.sleep(0.02)
+    connection.sendall(body)
+    return connection.recv(65536).split(b"\r\n\r\n", 1)[0].lower(), connection
+
+
+@pytest.mark.parametrize(
+    "path", ["/plants", "/nope"], ids=["401 before reading the body", "404 unknown path"]
+)
+def test_live_early_answer_keeps_the_connection_usable(live_server: LiveServer, path: str) -> None:
+    """Answered from the headers alone, the request's body is still read, so the next request
+    on the same keep-alive connection is answered (granian used to drop it silently)."""
+    body = b'{"id": 1, "name": "Fern"}'
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    for _ in range(20):
+        answer, connection = raw_exchange(live_server, head, body)
+        with connection:
+            assert answer.startswith((b"http/1.1 401", b"http/1.1 404")), answer
+            assert b"connection: close" not in answer
+            connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert connection.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+def test_live_oversized_body_is_not_read_and_the_connection_closes(
+    live_server: LiveServer,
+) -> None:
+    head = (
+        b"POST /plants HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {live_server.token}\r\nContent-Length: 10000000\r\n\r\n".encode()
+    )
+    answer, connection = raw_exchange(live_server, head, b"x" * 1000)
+    with connection:
+        assert answer.startswith(b"http/1.1 413"), answer
+        assert b"connection: close" in answer
+        assert connection.recv(100) == b""  # closed, not waiting for ten megabytes

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
@@ -21,6 +22,7 @@ from starlette.staticfiles import StaticFiles
 from .api import ops
 from .api import plants as plant_routes
 from .api.auth import Authenticator
+from .api.keepalive import DrainUnreadBody
 from .api.responses import error_response
 from .api.services import Services
 from .errors import PlantstoreError
@@ -59,6 +61,7 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(
         routes=_routes(),
         lifespan=lifespan,
+        middleware=[Middleware(DrainUnreadBody, max_body_bytes=settings.max_body_bytes)],
         exception_handlers={
             PlantstoreError: _on_plantstore_error,
             HTTPException: _on_routing_error,

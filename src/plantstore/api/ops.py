@@ -10,6 +10,7 @@ from starlette.responses import FileResponse, Response
 
 from ..errors import StoreUnavailable
 from ..schemas import Status, encoder
+from ..store.base import describe_failure
 from .responses import json_response
 from .services import services_of
 
@@ -26,8 +27,10 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     try:
         await services_of(request).store.ping()
-    except Exception:
-        log.warning("readiness check failed", exc_info=True)
+    except StoreUnavailable:
+        raise  # the store has logged the outage already
+    except Exception as exc:
+        log.warning("readiness check failed: %s", describe_failure(exc))
         raise StoreUnavailable("the database cannot be reached") from None
     return json_response(_OK)
 

@@ -63,6 +63,27 @@ def is_outage(exc: BaseException) -> bool:
     return False
 
 
+class _OutageLog:
+    """One warning per interval while the database is away, not one per refused request."""
+
+    def __init__(self, interval: float = 5.0) -> None:
+        self._interval = interval
+        self._last = -interval
+        self._refused = 0
+
+    def note(self, exc: BaseException) -> None:
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._last >= self._interval:
+            log.warning(
+                "database unavailable (%d requests answered 503 in the last %.0f s): %s",
+                self._refused,
+                min(now - self._last, self._interval),
+                describe_failure(exc),
+            )
+            self._last, self._refused = now, 0
+
+
 class PostgresStore:
     """The shared backend: any number of processes and instances may use one database."""
 
@@ -83,12 +104,13 @@ class PostgresStore:
         self._allow_unsafe_durability = allow_unsafe_durability
         self._pool: asyncpg.Pool | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._outage_log = _OutageLog()
 
     async def open(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
                 self._dsn,
-                min_size=1,
+                min_size=0,  # no floor to restore (and warn about) while the database is away
                 max_size=self._pool_size,
                 timeout=self._connect_timeout,
                 command_timeout=self._statement_timeout,
@@ -158,7 +180,7 @@ class PostgresStore:
             await (
                 pool.expire_connections()
             )  # after an outage, reconnect instead of reusing dead ones
-            log.warning("database unavailable: %s", describe_failure(exc))
+            self._outage_log.note(exc)
             raise StoreUnavailable() from exc
 
     async def _fetchrow(self, query: str, *args: object) -> asyncpg.Record:
