@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -22,6 +23,9 @@ from starlette.testclient import TestClient
 from plantstore.app import create_app
 from plantstore.cli import main
 from plantstore.settings import Settings
+from plantstore.store import open_store
+from plantstore.store.migrate import upgrade
+from plantstore.tokens import hash_token, new_token
 
 from .conftest import (
     bearer,
@@ -599,3 +603,24 @@ def test_postgres_scheme_spellings_are_both_accepted(postgres: PostgresServer) -
     token = token_from_output(run_cli(short, "token", "create", "alice"))
     assert [record["user"] for record in list_json(url)] == ["alice"]
     assert token.startswith("pst_")
+
+
+def test_the_first_token_is_issued_once_however_many_starts_race(db_url: str) -> None:
+    """Instances starting together each ask for the first token; one gets it."""
+
+    async def race() -> list[bool]:
+        stores = [open_store(Settings(database_url=db_url)) for _ in range(4)]
+        for store in stores:
+            await store.open()
+        try:
+            issued = await asyncio.gather(
+                *(store.create_first_token("default", hash_token(new_token())) for store in stores)
+            )
+        finally:
+            for store in stores:
+                await store.close()
+        return [record is not None for record in issued]
+
+    upgrade(db_url)
+    assert sorted(asyncio.run(race())) == [False, False, False, True]
+    assert [record["user"] for record in list_json(db_url)] == ["default"]

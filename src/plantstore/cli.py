@@ -107,17 +107,16 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
 
 
 def _issue_first_token(settings: Settings) -> None:
-    async def issue(store: Store) -> str | None:
-        if await store.count_tokens():
-            return None
-        token = new_token()
-        await store.create_token(DEFAULT_USER, hash_token(token), None)
-        return token
+    token = new_token()
 
-    token = _with_store(settings, issue)
-    if token is not None:
+    async def issue(store: Store) -> str | None:
+        record = await store.create_first_token(DEFAULT_USER, hash_token(token))
+        return None if record is None else token
+
+    issued = _with_store(settings, issue)
+    if issued is not None:
         click.echo(f"No token existed, so one was issued for user '{DEFAULT_USER}' (shown once):")
-        click.echo(f"    {token}")
+        click.echo(f"    {issued}")
 
 
 @main.group()

@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     connect_timeout: float = Field(default=1.0, gt=0.0, le=60.0)
     statement_timeout: float = Field(default=1.0, gt=0.0, le=600.0)
     allow_unsafe_durability: bool = False
-    token_cache_seconds: float = Field(default=1.0, ge=0.0, le=1.0)
+    token_cache_seconds: float = Field(default=0.5, ge=0.0, le=1.0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("database_url")

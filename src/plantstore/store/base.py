@@ -92,4 +92,6 @@ class Store(Protocol):
     async def revoke_token(self, token_id: int) -> bool:
         """Revoke a token; tell whether it existed and was not revoked already."""
 
-    async def count_tokens(self) -> int: ...
+    async def create_first_token(self, user: str, token_hash: str) -> TokenRecord | None:
+        """Create a token only if the database holds none at all (revoked ones count), as
+        one atomic step, so that instances starting together issue one between them."""

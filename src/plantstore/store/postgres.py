@@ -24,6 +24,7 @@ from .base import CreateOutcome, PlantRecord, StoreOpenError, TokenRecord, descr
 
 log = logging.getLogger(__name__)
 
+_FIRST_TOKEN_LOCK = 0x706C616E7474  # advisory-lock key for "issue the first token once"
 _OUTAGE_SQLSTATE_CLASSES = frozenset({"08", "53", "57"})  # connection, resources, shutdown
 _READ_ONLY_SQLSTATE = "25006"  # a standby that has not been promoted yet
 
@@ -250,25 +251,15 @@ class PostgresStore:
     async def create_token(
         self, user: str, token_hash: str, expires_at: float | None, label: str | None = None
     ) -> TokenRecord:
-        now = time.time()
         async with self._connection() as connection, connection.transaction():
-            await connection.execute(
-                "INSERT INTO users (name, created_at) VALUES ($1, $2) "
-                "ON CONFLICT (name) DO NOTHING",
-                user,
-                now,
-            )
-            user_id = await connection.fetchval("SELECT id FROM users WHERE name = $1", user)
-            token_id = await connection.fetchval(
-                "INSERT INTO tokens (user_id, token_hash, created_at, expires_at, label) "
-                "VALUES ($1, $2, $3, $4, $5) RETURNING id",
-                user_id,
-                token_hash,
-                now,
-                expires_at,
-                label,
-            )
-        return TokenRecord(token_id, user, user_id, now, expires_at, None, None, label)
+            return await _insert_token(connection, user, token_hash, expires_at, label)
+
+    async def create_first_token(self, user: str, token_hash: str) -> TokenRecord | None:
+        async with self._connection() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock($1)", _FIRST_TOKEN_LOCK)
+            if await connection.fetchval("SELECT 1 FROM tokens LIMIT 1") is not None:
+                return None
+            return await _insert_token(connection, user, token_hash, None, None)
 
     async def list_tokens(self, user: str | None) -> list[TokenRecord]:
         async with self._connection() as connection:
@@ -289,6 +280,30 @@ class PostgresStore:
             )
         return status == "UPDATE 1"
 
-    async def count_tokens(self) -> int:
-        (count,) = await self._fetchrow("SELECT count(*) FROM tokens")
-        return int(count)
+
+
+async def _insert_token(
+    connection: asyncpg.pool.PoolConnectionProxy,
+    user: str,
+    token_hash: str,
+    expires_at: float | None,
+    label: str | None,
+) -> TokenRecord:
+    """Insert the user if new, then the token; the caller holds a transaction."""
+    now = time.time()
+    await connection.execute(
+        "INSERT INTO users (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        user,
+        now,
+    )
+    user_id = await connection.fetchval("SELECT id FROM users WHERE name = $1", user)
+    token_id = await connection.fetchval(
+        "INSERT INTO tokens (user_id, token_hash, created_at, expires_at, label) "
+        "VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        user_id,
+        token_hash,
+        now,
+        expires_at,
+        label,
+    )
+    return TokenRecord(token_id, user, user_id, now, expires_at, None, None, label)

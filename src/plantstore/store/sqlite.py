@@ -134,8 +134,13 @@ class SQLiteStore:
             )
         )
 
-    async def count_tokens(self) -> int:
-        return int(self._read.execute("SELECT count(*) FROM tokens").fetchone()[0])
+    async def create_first_token(self, user: str, token_hash: str) -> TokenRecord | None:
+        def create_if_none(conn: sqlite3.Connection) -> TokenRecord | None:
+            if conn.execute("SELECT 1 FROM tokens LIMIT 1").fetchone() is not None:
+                return None
+            return _create_token(conn, user, token_hash, None, None)
+
+        return await self.writer.submit(create_if_none)  # type: ignore[no-any-return]
 
 
 def _create_plant(conn: sqlite3.Connection, user_id: int, plant: PlantRecord) -> CreateOutcome:
