@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test lint typecheck bench-group-commit clean
+.PHONY: run test lint typecheck bench-group-commit bench-backends clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("plantstore needs Python >= 3.11") if sys.version_info < (3, 11) else None'
@@ -35,6 +35,10 @@ typecheck: $(VENV)/.installed-dev
 bench-group-commit: $(VENV)/.installed-run
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(BIN)/python bench/group_commit.py
+
+bench-backends: $(VENV)/.installed-run
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	$(BIN)/python bench/backends.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

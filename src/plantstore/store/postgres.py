@@ -117,13 +117,16 @@ class PostgresStore:
                 command_timeout=self._statement_timeout,
                 server_settings=self._server_settings(),
             )
-        except Exception as exc:
-            raise StoreOpenError(f"cannot open the database: {describe_failure(exc)}") from None
-        try:
             await self._check_durability()
-        except BaseException:
+        except StoreOpenError:
             await self.close()
             raise
+        except Exception as exc:
+            await self.close()
+            cause = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
+            raise StoreOpenError(
+                f"cannot open the database: {describe_failure(cause or exc)}"
+            ) from None
 
     def _server_settings(self) -> dict[str, str]:
         settings = {
@@ -178,9 +181,8 @@ class PostgresStore:
         except Exception as exc:
             if not is_outage(exc):
                 raise
-            await (
-                pool.expire_connections()
-            )  # after an outage, reconnect instead of reusing dead ones
+            # After an outage, connect afresh instead of reusing connections that died.
+            await pool.expire_connections()
             self._outage_log.note(exc)
             raise StoreUnavailable() from exc
 
@@ -279,7 +281,6 @@ class PostgresStore:
                 time.time(),
             )
         return status == "UPDATE 1"
-
 
 
 async def _insert_token(
