@@ -298,6 +298,28 @@ def start_server(db_url: str, log_path: Path, *args: str, **env: str) -> LiveSer
     return LiveServer(process, base_url, db_url, token, log_path)
 
 
+def all_plants(server: LiveServer, token: str) -> list[dict[str, str]]:
+    """Every plant of the token's user, following the Link header page by page."""
+    plants: list[dict[str, str]] = []
+    url: str | None = "/plants?limit=1000"
+    with server.client() as http:
+        while url is not None:
+            response = http.get(url, headers=bearer(token))
+            assert response.status_code == 200, response.text
+            plants.extend(response.json())
+            link = response.headers.get("link")
+            url = link[1 : link.index(">")] if link else None
+    return plants
+
+
+def child_pids(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (granian's workers), from /proc."""
+    children: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children.update(int(word) for word in (task / "children").read_text().split())
+    return children
+
+
 def kill_server(server: LiveServer) -> None:
     """SIGKILL the server and all its workers at once: no shutdown code runs."""
     with contextlib.suppress(ProcessLookupError):

@@ -10,20 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import LiveServer, bearer, kill_server, new_database_url, start_server, stop_server
-
-
-def all_plants(server: LiveServer, token: str) -> list[dict[str, str]]:
-    plants: list[dict[str, str]] = []
-    url: str | None = "/plants?limit=1000"
-    with server.client() as http:
-        while url is not None:
-            response = http.get(url, headers=bearer(token))
-            assert response.status_code == 200
-            plants.extend(response.json())
-            link = response.headers.get("link")
-            url = link[1 : link.index(">")] if link else None
-    return plants
+from .conftest import all_plants, bearer, kill_server, new_database_url, start_server, stop_server
 
 
 def test_acknowledged_create_survives_an_immediate_kill(

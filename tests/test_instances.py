@@ -23,15 +23,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from alembic.script import ScriptDirectory
 
-from plantstore.store.migrate import alembic_config
+from plantstore.store.migrate import head_revision
 
 from . import pg
 from .conftest import (
     LiveServer,
     assert_error,
     bearer,
+    child_pids,
     free_port,
     run_cli,
     start_server,
@@ -106,12 +106,6 @@ def listed(http: httpx.Client, token: str) -> list[dict[str, str]]:
     assert response.status_code == 200, response.text
     plants: list[dict[str, str]] = response.json()
     return plants
-
-
-def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
-    assert head is not None
-    return head
 
 
 def alembic_versions(db_url: str) -> list[object]:
@@ -297,13 +291,6 @@ def test_concurrent_db_upgrades_on_a_fresh_database_all_succeed_once(
 
 
 # --- one server, several worker processes --------------------------------------------------------
-
-
-def child_pids(pid: int) -> set[int]:
-    children: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children.update(int(word) for word in (task / "children").read_text().split())
-    return children
 
 
 def plantstore_connections(db_url: str) -> int:

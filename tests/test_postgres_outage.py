@@ -28,8 +28,10 @@ from . import pg
 from .conftest import (
     REQUIRE_POSTGRES,
     LiveServer,
+    all_plants,
     assert_error,
     bearer,
+    child_pids,
     free_port,
     run_cli,
     start_server,
@@ -251,33 +253,6 @@ def seconds_to_recover(traffic: Traffic, since: float) -> float | None:
     return None
 
 
-def child_pids(pid: int) -> set[int]:
-    """The processes whose parent is ``pid`` (granian's workers), from /proc."""
-    children = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue  # it exited while we looked
-        if int(fields[1]) == pid:
-            children.add(int(stat.parent.name))
-    return children
-
-
-def listed_plants(server: LiveServer, token: str) -> list[dict[str, str]]:
-    """Every plant of the token's user, following the Link header page by page."""
-    plants: list[dict[str, str]] = []
-    url: str | None = "/plants?limit=1000"
-    with server.client() as http:
-        while url is not None:
-            response = http.get(url, headers=bearer(token))
-            assert response.status_code == 200, response.text
-            plants.extend(response.json())
-            link = response.headers.get("link")
-            url = link[1 : link.index(">")] if link else None
-    return plants
-
-
 def summary(traffic: Traffic, recovered_in: float | None) -> str:
     counts = collections.Counter(
         (
@@ -377,7 +352,7 @@ def test_postgres_outage_gets_quick_503s_and_recovers_without_restart(tmp_path: 
             traffic, recovered_in, workers_before = outage(cluster, server, token)
             still_running = server.process.poll() is None
             workers_after = child_pids(server.process.pid)
-            plants = listed_plants(server, token)
+            plants = all_plants(server, token)
         finally:
             stop_server(server)
     report = summary(traffic, recovered_in)
