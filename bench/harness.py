@@ -90,8 +90,8 @@ def run_wrk(
     if rate is None:
         raise RuntimeError(f"wrk printed no rate: {output}")
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    p50 = re.search(r"50%\s+(\S+)", output)
-    p99 = re.search(r"99%\s+(\S+)", output)
+    p50 = re.search(r"^\s+50%\s+(\S+)", output, re.M)
+    p99 = re.search(r"^\s+99%\s+(\S+)", output, re.M)
     return WrkResult(
         float(rate.group(1)),
         p50.group(1) if p50 else "?",

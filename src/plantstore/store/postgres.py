@@ -64,6 +64,12 @@ def is_outage(exc: BaseException) -> bool:
     return False
 
 
+async def _keep_session(connection: asyncpg.Connection) -> None:
+    """Reset nothing when a connection goes back to the pool (asyncpg still rolls back an
+    open transaction): our sessions hold no LISTEN, cursor, SET or session lock to undo,
+    and the default reset query would be a second round trip on every request."""
+
+
 class _OutageLog:
     """One warning per interval while the database is away, not one per refused request."""
 
@@ -116,6 +122,7 @@ class PostgresStore:
                 timeout=self._connect_timeout,
                 command_timeout=self._statement_timeout,
                 server_settings=self._server_settings(),
+                reset=_keep_session,
             )
             await self._check_durability()
         except StoreOpenError:
