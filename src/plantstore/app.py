@@ -7,7 +7,6 @@ Error body here, and only here.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -22,8 +21,9 @@ from starlette.staticfiles import StaticFiles
 from .api import ops
 from .api import plants as plant_routes
 from .api.auth import Authenticator
+from .api.dispatch import PlantRoutes
 from .api.keepalive import DrainUnreadBody
-from .api.responses import error_response
+from .api.responses import error_response, unexpected_error_response
 from .api.services import Services
 from .errors import PlantstoreError
 from .logs import configure_logging
@@ -33,8 +33,6 @@ from .schemas import encoder
 from .settings import Settings, load_settings
 from .store import open_store
 from .store.migrate import upgrade
-
-log = logging.getLogger(__name__)
 
 _ROUTING_MESSAGES = {404: "no such path", 405: "method not allowed on this path"}
 
@@ -61,7 +59,10 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(
         routes=_routes(),
         lifespan=lifespan,
-        middleware=[Middleware(DrainUnreadBody, max_body_bytes=settings.max_body_bytes)],
+        middleware=[
+            Middleware(DrainUnreadBody, max_body_bytes=settings.max_body_bytes),
+            Middleware(PlantRoutes),
+        ],
         exception_handlers={
             PlantstoreError: _on_plantstore_error,
             HTTPException: _on_routing_error,
@@ -104,5 +105,4 @@ async def _on_routing_error(request: Request, exc: Exception) -> Response:
 
 
 async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
-    log.error("unexpected fault on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "internal server error")
+    return unexpected_error_response(request, exc)

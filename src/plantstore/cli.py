@@ -90,7 +90,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     for name, value in settings.model_dump().items():  # the workers read these back
         os.environ[f"PLANTSTORE_{name.upper()}"] = str(value)
     from granian import Granian
-    from granian.constants import Interfaces
+    from granian.constants import Interfaces, Loops
 
     click.echo(
         f"plantstore {__version__} serving http://{settings.host}:{settings.port} "
@@ -103,6 +103,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         port=settings.port,
         workers=settings.workers,
         interface=Interfaces.ASGI,
+        loop=Loops.asyncio,  # not "auto": an installed rloop breaks asyncpg's transports
     ).serve()
 
 

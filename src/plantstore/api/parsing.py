@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qsl
 
 import msgspec
-from starlette.datastructures import QueryParams
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from ..errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 from ..schemas import INT32_MAX, INT64_MAX, INT64_MIN, NewPlant, new_plant_decoder
@@ -37,11 +37,17 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
         raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    more_body = True
+    while more_body:  # receive() directly: ``request.stream()``'s async generator cost 5 µs
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > max_bytes:
             raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
         chunks.append(chunk)
+        more_body = message.get("more_body", False)
     return b"".join(chunks)
 
 
@@ -55,8 +61,22 @@ def decode_new_plant(body: bytes) -> NewPlant:
         raise BadRequest("the request body is not valid UTF-8") from None
     except msgspec.DecodeError:
         raise BadRequest("the request body is not valid JSON") from None
-    json.loads(body, object_pairs_hook=_reject_duplicates)
+    if _may_repeat_a_member(body):
+        json.loads(body, object_pairs_hook=_reject_duplicates)
     return plant
+
+
+def _may_repeat_a_member(body: bytes) -> bool:
+    """Whether a body that decoded as a NewPlant could hold a member twice.
+
+    msgspec keeps the last of repeated members, so repeats need a second parse, which cost a
+    fifth of a create. A decoded body has no members but ``id``, ``name`` and ``tag``; with no
+    escape anywhere, a repeat must show one of them quoted twice. Otherwise, parse again.
+    """
+    return b"\\" in body or any(body.count(key) > 1 for key in _MEMBER_KEYS)
+
+
+_MEMBER_KEYS = (b'"id"', b'"name"', b'"tag"')
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -68,8 +88,27 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def single_param(query: QueryParams, name: str) -> str | None:
-    values = query.getlist(name)
+def query_params(query_string: bytes) -> dict[str, list[str]]:
+    """Every value of every query parameter, as Starlette's ``QueryParams`` reads them.
+
+    A plain query (no percent-escapes or '+') is split directly: ``parse_qsl`` and the
+    multidict around it cost 8 µs of a list request. Anything else goes through ``parse_qsl``.
+    """
+    text = query_string.decode("latin-1")
+    if "%" in text or "+" in text:
+        pairs = parse_qsl(text, keep_blank_values=True)
+    else:
+        pairs = [
+            (name, value) for name, _, value in (f.partition("=") for f in text.split("&") if f)
+        ]
+    params: dict[str, list[str]] = {}
+    for name, value in pairs:
+        params.setdefault(name, []).append(value)
+    return params
+
+
+def single_param(query: dict[str, list[str]], name: str) -> str | None:
+    values = query.get(name, ())
     if len(values) > 1:
         raise BadRequest(f"query parameter '{name}' may be given only once")
     return values[0] if values else None

@@ -6,8 +6,6 @@ size (413), validation (400), then the outcome (404, 409).
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -19,6 +17,7 @@ from .parsing import (
     decode_new_plant,
     parse_limit,
     parse_plant_id,
+    query_params,
     read_body,
     single_param,
 )
@@ -46,9 +45,10 @@ async def create_plant(request: Request) -> Response:
 async def list_plants(request: Request) -> Response:
     services = services_of(request)
     caller = await services.authenticator.authenticate(request.headers.get("authorization"))
-    raw_limit = single_param(request.query_params, "limit")
+    query = query_params(request.scope["query_string"])
+    raw_limit = single_param(query, "limit")
     limit = parse_limit(raw_limit, services.settings.page_cap)
-    cursor = single_param(request.query_params, "cursor")
+    cursor = single_param(query, "cursor")
     page = await plants.list_page(services.store, services.cursors, caller.user_id, limit, cursor)
     headers = {}
     if page.next_cursor is not None:
@@ -66,10 +66,10 @@ async def delete_plant(request: Request) -> Response:
 
 
 def _next_link(raw_limit: str | None, cursor: str) -> str:
-    """A relative RFC 8288 link to the next page, repeating the request's own limit."""
-    query = (
-        {"cursor": cursor}
-        if raw_limit is None
-        else {"limit": str(int(raw_limit)), "cursor": cursor}
-    )
-    return f'</plants?{urlencode(query)}>; rel="next"'
+    """A relative RFC 8288 link to the next page, repeating the request's own limit.
+
+    Both values need no escaping: the limit is digits, the cursor base64url.
+    """
+    if raw_limit is None:
+        return f'</plants?cursor={cursor}>; rel="next"'
+    return f'</plants?limit={int(raw_limit)}&cursor={cursor}>; rel="next"'

@@ -2,23 +2,56 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
+from starlette.requests import Request
 from starlette.responses import Response
 
 from ..schemas import Error, encoder
 
+log = logging.getLogger("plantstore.app")
+
 API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+_JSON_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"content-type", b"application/json"),
+]
+
+
+class JSONBytes(Response):
+    """An already-encoded JSON answer with the API headers.
+
+    Starlette's ``Response`` rebuilds its header list from dicts on every call; on a list
+    request that was 8 µs of a 60 µs budget, so this one starts from a prebuilt list.
+    """
+
+    media_type = "application/json"
+
+    def __init__(
+        self, body: bytes, status_code: int = 200, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self.status_code = status_code
+        self.background = None
+        self.body = body
+        raw = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
+        if headers:
+            raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        self.raw_headers = raw
 
 
 def json_response(
     body: bytes, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
-    merged = dict(API_HEADERS)
-    if headers:
-        merged.update(headers)
-    return Response(body, status_code=status, headers=merged, media_type="application/json")
+    return JSONBytes(body, status, headers)
 
 
 def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
-    return json_response(encoder.encode(Error(error=status, message=message)), status, headers)
+    return JSONBytes(encoder.encode(Error(error=status, message=message)), status, headers)
+
+
+def unexpected_error_response(request: Request, exc: Exception) -> Response:
+    """A 500 for a fault of ours: the details go to the log, never to the client."""
+    log.error("unexpected fault on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal server error")

@@ -64,7 +64,9 @@ class SQLiteStore:
         return bytes.fromhex(row[0])
 
     async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
-        return await self.writer.submit(lambda conn: _create_plant(conn, user_id, plant))  # type: ignore[no-any-return]
+        return await self.writer.submit(  # type: ignore[no-any-return]
+            lambda conn: _create_plant(conn, user_id, plant), one_write=True
+        )
 
     async def list_plants(
         self, user_id: int, after_id: int | None, limit: int
@@ -88,7 +90,8 @@ class SQLiteStore:
                     "DELETE FROM plants WHERE user_id = ? AND id = ?", (user_id, plant_id)
                 ).rowcount
                 == 1
-            )
+            ),
+            one_write=True,
         )
 
     async def find_token(self, token_hash: str) -> TokenRecord | None:

@@ -1,0 +1,63 @@
+"""The three plant operations, dispatched straight to their handlers.
+
+Starlette's exception middleware and router cost about 10 µs and a dozen coroutine frames per
+request, a fifth of what a list request needs in all. ``PlantRoutes`` is the innermost
+middleware and takes only exact matches (``GET``/``POST /plants``, ``DELETE /plants/{id}``);
+every other request, and each wrong method with its 404/405, goes on to Starlette's router
+unchanged. The handlers and the errors they raise are the same either way, and so are the
+answers; Starlette's outer error middleware still catches anything that escapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import PlantstoreError
+from . import plants
+from .responses import error_response, unexpected_error_response
+
+Handler = Callable[[Request], Awaitable[Response]]
+_COLLECTION = {"GET": plants.list_plants, "POST": plants.create_plant}
+_ITEM_PREFIX = "/plants/"
+
+
+class PlantRoutes:
+    """ASGI app: the plant routes handled here, anything else passed to ``app``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        handler = _handler_for(scope) if scope["type"] == "http" else None
+        if handler is None:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            response = await handler(request)
+        except PlantstoreError as exc:
+            response = error_response(exc.status, exc.message, exc.headers)
+        except ClientDisconnect:
+            return  # nobody is left to answer
+        except Exception as exc:
+            response = unexpected_error_response(request, exc)
+        await response(scope, receive, send)
+
+
+def _handler_for(scope: Scope) -> Handler | None:
+    """The handler an exact route match names; None for anything Starlette should route."""
+    if scope.get("root_path"):
+        return None  # mounted under a prefix: leave path matching to Starlette
+    path: str = scope["path"]
+    if path == "/plants":
+        return _COLLECTION.get(scope["method"])
+    if scope["method"] == "DELETE" and path.startswith(_ITEM_PREFIX):
+        plant_id = path[len(_ITEM_PREFIX) :]
+        if plant_id and "/" not in plant_id:  # Starlette's ``{id}``: one non-empty segment
+            scope["path_params"] = {"id": plant_id}
+            return plants.delete_plant
+    return None
