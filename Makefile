@@ -3,9 +3,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+ARGS ?=
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test lint typecheck bench-group-commit bench-backends clean
+.PHONY: run test lint typecheck bench bench-group-commit bench-backends clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("plantstore needs Python >= 3.11") if sys.version_info < (3, 11) else None'
@@ -31,6 +32,15 @@ lint: $(VENV)/.installed-dev
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
+
+$(VENV)/.installed-bench: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP_INSTALL) -e '.[bench]'
+	touch $@
+
+# make bench ARGS="--quick" (or --seconds N, --skip-postgres, --profile; see bench/run.py -h)
+bench: $(VENV)/.installed-run $(VENV)/.installed-bench
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	$(BIN)/python bench/run.py $(ARGS)
 
 bench-group-commit: $(VENV)/.installed-run
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)

@@ -1,8 +1,11 @@
 -- wrk script: POST /plants with a fresh id per request (each wrk thread owns an id range).
+-- PLANTSTORE_BENCH_ID_BASE (default 0) moves the whole range, so several runs against one
+-- database never repeat an id.
 local threads_started = 0
+local offset = tonumber(os.getenv("PLANTSTORE_BENCH_ID_BASE") or "0")
 
 function setup(thread)
-  thread:set("id_base", threads_started * 1000000000)
+  thread:set("id_base", offset + threads_started * 1000000000)
   threads_started = threads_started + 1
 end
 

@@ -10,20 +10,25 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).parent
+_UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1_000.0, "m": 60_000.0, "h": 3_600_000.0}
 
 
 def free_port() -> int:
+    """A port nothing listens on, so runs never collide with a server left running."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
 def pinned(command: list[str], cpus: str | None) -> list[str]:
+    """``command`` under taskset, so server and load generator never share a core."""
     return command if cpus is None else ["taskset", "-c", cpus, *command]
 
 
@@ -33,31 +38,55 @@ class Server:
     base_url: str
     token: str
 
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
     def stop(self) -> None:
-        os.killpg(self.process.pid, signal.SIGTERM)
+        """SIGTERM the whole session, so granian's workers go with their parent."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
         self.process.wait()
+
+
+def launch(
+    command: list[str],
+    log: Path,
+    cpus: str | None,
+    env: Mapping[str, str],
+    ready_path: str = "/healthz",
+    cwd: Path | None = None,
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a server on a free port in its own session; return once it answers."""
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            pinned([*command, "--port", str(port)], cpus),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            cwd=cwd,
+            start_new_session=True,
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    for _ in range(1200):
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited ({process.returncode}): {log.read_text()}")
+        try:
+            urllib.request.urlopen(f"{base_url}{ready_path}", timeout=1).read()
+            return process, base_url
+        except urllib.error.HTTPError:
+            return process, base_url  # it answered: up
+        except OSError:
+            time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGTERM)
+    raise RuntimeError(f"the server never answered: {log.read_text()}")
 
 
 def start_server(database_url: str, log: Path, cpus: str | None, *args: str, **env: str) -> Server:
     """Start the service on a fresh database; return it with its first-start token."""
-    port = free_port()
-    environment = {**os.environ, "PLANTSTORE_DATABASE_URL": database_url, **env}
-    command = [sys.executable, "-m", "plantstore", "serve", "--port", str(port), *args]
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            pinned(command, cpus),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=environment,
-            start_new_session=True,
-        )
-    base_url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            urllib.request.urlopen(f"{base_url}/healthz", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.05)
+    command = [sys.executable, "-m", "plantstore", "serve", *args]
+    process, base_url = launch(command, log, cpus, {"PLANTSTORE_DATABASE_URL": database_url, **env})
     token = re.search(r"pst_[A-Za-z0-9_-]+", log.read_text())
     if token is None:
         raise RuntimeError(f"the server printed no token: {log.read_text()}")
@@ -66,15 +95,33 @@ def start_server(database_url: str, log: Path, cpus: str | None, *args: str, **e
 
 @dataclass
 class WrkResult:
+    requests: int
+    seconds: float
     rate: float
-    p50: str
-    p99: str
-    errors: int
+    p50_ms: float
+    p99_ms: float
+    errors: int  # non-2xx/3xx responses
+    socket_errors: int
+
+    @property
+    def p50(self) -> str:
+        return f"{self.p50_ms:.2f}ms"
+
+    @property
+    def p99(self) -> str:
+        return f"{self.p99_ms:.2f}ms"
 
 
 def run_wrk(
-    url: str, token: str, seconds: int, connections: int, cpus: str | None, script: str | None
+    url: str,
+    token: str,
+    seconds: int,
+    connections: int,
+    cpus: str | None,
+    script: str | None,
+    env: Mapping[str, str] | None = None,
 ) -> WrkResult:
+    """One wrk run (one thread, ``--latency``); script parameters travel in ``env``."""
     command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
     command += ["-H", f"Authorization: Bearer {token}"]
     if script is not None:
@@ -84,17 +131,36 @@ def run_wrk(
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "PLANTSTORE_BENCH_TOKEN": token},
+        env={**os.environ, "PLANTSTORE_BENCH_TOKEN": token, **(env or {})},
     ).stdout
+    return parse_wrk(output)
+
+
+def parse_wrk(output: str) -> WrkResult:
+    """wrk's summary as numbers; latencies in milliseconds."""
     rate = re.search(r"Requests/sec:\s+([\d.]+)", output)
-    if rate is None:
+    total = re.search(r"(\d+) requests in ([\d.]+)(\w+)", output)
+    if rate is None or total is None:
         raise RuntimeError(f"wrk printed no rate: {output}")
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    p50 = re.search(r"^\s+50%\s+(\S+)", output, re.M)
-    p99 = re.search(r"^\s+99%\s+(\S+)", output, re.M)
-    return WrkResult(
-        float(rate.group(1)),
-        p50.group(1) if p50 else "?",
-        p99.group(1) if p99 else "?",
-        int(errors.group(1)) if errors else 0,
+    sockets = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
     )
+    return WrkResult(
+        requests=int(total.group(1)),
+        seconds=_duration_ms(total.group(2), total.group(3)) / 1_000,
+        rate=float(rate.group(1)),
+        p50_ms=_percentile_ms(output, "50"),
+        p99_ms=_percentile_ms(output, "99"),
+        errors=int(errors.group(1)) if errors else 0,
+        socket_errors=sum(int(n) for n in sockets.groups()) if sockets else 0,
+    )
+
+
+def _percentile_ms(output: str, percent: str) -> float:
+    match = re.search(rf"^\s+{percent}%\s+([\d.]+)(\w+)", output, re.M)
+    return _duration_ms(match.group(1), match.group(2)) if match else float("nan")
+
+
+def _duration_ms(number: str, unit: str) -> float:
+    return float(number) * _UNIT_MS[unit]

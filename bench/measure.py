@@ -1,0 +1,164 @@
+"""One scenario against one running server: wrk's figures plus what the server spent.
+
+CPU per request is the server tree's utime+stime over the wrk run divided by the requests wrk
+completed, so a change that makes each request cheaper shows even where wrk, not the server,
+limits the rate.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyspy
+from harness import HERE, Server, WrkResult, launch, run_wrk
+from procstat import (
+    core_busy_seconds,
+    cpu_list,
+    cpu_seconds,
+    peak_rss_mb,
+    pids_named,
+    process_tree,
+)
+
+LIST_10 = "/plants?limit=10"
+
+
+@dataclass(frozen=True)
+class Options:
+    """How every scenario of this run is driven."""
+
+    seconds: int
+    connections: int
+    server_cpus: str | None
+    wrk_cpus: str | None
+    workdir: Path
+    profile_dir: Path | None = None  # set by --profile
+    reference_loop: str = "asyncio"  # granian's --loop for the reference app: the service's
+    stamp: str = ""
+
+
+@dataclass(frozen=True)
+class Load:
+    """What wrk sends: a path, optionally a script, and the script's parameters."""
+
+    path: str = LIST_10
+    script: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    profile: bool = False  # sample the server with py-spy when --profile is on
+
+
+@dataclass
+class Measurement:
+    """One row of the report; ``result`` is None when the scenario was not run."""
+
+    key: str
+    scenario: str
+    result: WrkResult | None
+    cpu_us_per_request: float | None = None
+    peak_rss_mb: float | None = None
+    other_cpu_share: float | None = None  # of the server's cores, taken by anything else
+    wrk_cpu_us_per_request: float | None = None
+    postgres_cpu_us_per_request: float | None = None  # PostgreSQL's own processes, all of them
+    pinned: bool = True
+    note: str = ""
+    profiles: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["result"] = None if self.result is None else asdict(self.result)
+        return data
+
+
+def start_service(
+    options: Options,
+    name: str,
+    database_url: str,
+    token: str,
+    *args: str,
+    pinned: bool = True,
+    **env: str,
+) -> Server:
+    """``plantstore serve`` on ``database_url`` (its token already issued)."""
+    command = [sys.executable, "-m", "plantstore", "serve", *args]
+    cpus = options.server_cpus if pinned else None
+    environment = {"PLANTSTORE_DATABASE_URL": database_url, **env}
+    process, url = launch(command, options.workdir / f"{name}.log", cpus, environment)
+    return Server(process, url, token)
+
+
+def start_reference(options: Options, token: str) -> Server:
+    """The bare reference app under the same granian, on the same core as the service."""
+    granian = str(Path(sys.executable).parent / "granian")
+    command = [granian, "--interface", "asgi", "--loop", options.reference_loop]
+    command += ["--factory", "reference_app:create_app"]
+    log = options.workdir / "reference.log"
+    process, url = launch(command, log, options.server_cpus, {}, ready_path=LIST_10, cwd=HERE)
+    return Server(process, url, token)
+
+
+def warm_up(server: Server, options: Options, pinned: bool = True) -> None:
+    """A second of list traffic first, so no scenario pays for imports and a cold cache."""
+    wrk_cpus = options.wrk_cpus if pinned else None
+    run_wrk(server.base_url + LIST_10, server.token, 1, options.connections, wrk_cpus, None)
+
+
+def measure(
+    server: Server, load: Load, options: Options, key: str, label: str, pinned: bool = True
+) -> Measurement:
+    """Run ``load`` for the run's seconds; CPU and peak RSS over the server's process tree."""
+    print(f"  {label} ...", flush=True)
+    cores = cpu_list(options.server_cpus) if pinned and options.server_cpus else []
+    cpu_before, busy_before = cpu_seconds(process_tree(server.pid)), core_busy_seconds(cores)
+    postgres_before = cpu_seconds(pids_named("postgres"))
+    wrk_before = _children_cpu_seconds()
+    started = time.monotonic()
+    profiler, stem = None, None
+    if options.profile_dir is not None and load.profile:
+        stem = options.profile_dir / f"{options.stamp}-{key}"
+        profiler = pyspy.start(server.pid, options.seconds, stem)
+    result = run_wrk(
+        server.base_url + load.path,
+        server.token,
+        options.seconds,
+        options.connections,
+        options.wrk_cpus if pinned else None,
+        load.script,
+        load.env,
+    )
+    wrk_cpu = _children_cpu_seconds() - wrk_before  # wrk is the child that ended meanwhile
+    postgres_cpu = cpu_seconds(pids_named("postgres")) - postgres_before
+    tree = process_tree(server.pid)
+    cpu = cpu_seconds(tree) - cpu_before
+    others = core_busy_seconds(cores) - busy_before - cpu
+    wall = (time.monotonic() - started) * len(cores)
+    profiles = [] if profiler is None or stem is None else pyspy.finish(profiler, stem)
+    return Measurement(
+        key=key,
+        scenario=label,
+        result=result,
+        cpu_us_per_request=cpu * 1e6 / result.requests if result.requests else None,
+        peak_rss_mb=peak_rss_mb(tree),
+        other_cpu_share=max(0.0, others / wall) if wall else None,
+        wrk_cpu_us_per_request=wrk_cpu * 1e6 / result.requests if result.requests else None,
+        postgres_cpu_us_per_request=(
+            postgres_cpu * 1e6 / result.requests if result.requests and postgres_cpu else None
+        ),
+        pinned=pinned,
+        profiles=[str(path) for path in profiles],
+    )
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def not_run(key: str, label: str, why: str) -> Measurement:
+    """A row kept in the report, so a skipped scenario is visible rather than missing."""
+    return Measurement(key=key, scenario=label, result=None, pinned=False, note=f"not run: {why}")

@@ -1,0 +1,217 @@
+"""The run's phases: the reference ceiling, SQLite (one process, pinned), PostgreSQL.
+
+Every server starts fresh and is stopped before the next starts, so two never compete for a
+core. Databases are fresh too, except that creates with group commit off reuse the big file:
+the two create figures are compared, so they land in a table of the same size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import subprocess
+import time
+from pathlib import Path
+
+import asyncpg
+
+from backends import postgres_database
+from harness import Server
+from measure import (
+    Load,
+    Measurement,
+    Options,
+    measure,
+    not_run,
+    start_reference,
+    start_service,
+    warm_up,
+)
+from seed import Layout, prepare, seed_postgres, seed_sqlite
+
+CREATE_IDS = 10**12  # far above every seeded id; each create run gets its own block
+MIX_CREATE_IDS = 2 * 10**12
+GROUP_COMMIT_OFF_IDS = 3 * 10**12
+PG_LABEL = "PostgreSQL, 2 workers"
+
+
+def creates(first_id: int, profile: bool = False) -> Load:
+    """Creates from ``first_id`` up, so no run repeats another's ids (a repeat is no insert)."""
+    env = {"PLANTSTORE_BENCH_ID_BASE": str(first_id)}
+    return Load(script="create.lua", env=env, profile=profile)
+
+
+def deletes(layout: Layout) -> Load:
+    """Deletes over the seeded range, each id once, so every answer should be 204."""
+    return Load(script="delete.lua", env={"PLANTSTORE_BENCH_DELETE_FROM": str(layout.delete_from)})
+
+
+def mix(layout: Layout) -> Load:
+    """The 80/10/10 mix, with its own create ids and its own delete range."""
+    return Load(
+        script="mix.lua",
+        env={
+            "PLANTSTORE_BENCH_ID_BASE": str(MIX_CREATE_IDS),
+            "PLANTSTORE_BENCH_DELETE_FROM": str(layout.mix_delete_from),
+        },
+    )
+
+
+def paced(rate: int) -> Load:
+    """list 10 at a fixed rate: latency judged below saturation, not at it."""
+    return Load(script="paced.lua", env={"PLANTSTORE_BENCH_RATE": str(rate)})
+
+
+def reference(options: Options, token: str, key: str, label: str) -> Measurement:
+    """The bare ASGI app's list rate: what granian and this machine allow right now."""
+    server = start_reference(options, token)
+    try:
+        warm_up(server, options)
+        return measure(server, Load(), options, key, label)
+    finally:
+        server.stop()
+
+
+def fresh_sqlite(options: Options, name: str, layout: Layout) -> tuple[str, str]:
+    """A migrated, seeded SQLite file; returns its URL and the bench user's token."""
+    url = f"sqlite:///{options.workdir / f'{name}.db'}"
+    started = time.monotonic()
+    token = prepare(url)
+    seed_sqlite(Path(url.removeprefix("sqlite:///")), layout)
+    took = time.monotonic() - started
+    print(f"  seeded {name}: {layout.total_plants:,} plants in {took:.1f}s", flush=True)
+    return url, token
+
+
+def sqlite_main(options: Options, layout: Layout, url: str, token: str) -> list[Measurement]:
+    """Every flat-out scenario, plus list 10 paced at half its flat-out rate, on the big file."""
+    server = start_service(options, "sqlite-big", url, token)
+    try:
+        warm_up(server, options)
+        rows = [measure(server, Load(profile=True), options, "list10", "list 10")]
+        rate = half_rate(rows[0])
+        rows.append(measure(server, paced(rate), options, "list10_paced", "list 10 paced, big db"))
+        rows[-1].note = f"paced at {rate:,}/s (half of list 10)"
+        rows.append(measure(server, Load("/plants?limit=100"), options, "list100", "list 100"))
+        rows.append(measure(server, creates(CREATE_IDS, profile=True), options, "create", "create"))
+        rows.append(measure(server, deletes(layout), options, "delete", "delete"))
+        rows.append(measure(server, mix(layout), options, "mix", "mix 80/10/10"))
+        rows[-1].note = "80% list 10, 10% create, 10% delete"
+        return rows
+    finally:
+        server.stop()
+
+
+def half_rate(flat_out: Measurement) -> int:
+    """The paced rate: half of what the server managed flat out."""
+    return max(1, round(flat_out.result.rate / 2)) if flat_out.result else 1
+
+
+def sqlite_small(options: Options, layout: Layout, rate: int) -> Measurement:
+    """list 10 at the same paced rate on a file holding only the bench user's plants."""
+    url, token = fresh_sqlite(options, "small", layout.small)
+    server = start_service(options, "sqlite-small", url, token)
+    try:
+        warm_up(server, options)
+        row = measure(server, paced(rate), options, "list10_paced_small", "list 10 paced, small db")
+        row.note = f"paced at {rate:,}/s; only the bench user's 1,000 plants stored"
+        return row
+    finally:
+        server.stop()
+
+
+def group_commit_off(options: Options, url: str, token: str) -> Measurement:
+    """The create scenario again on a fresh server of the same file, one fsync per write."""
+    server = start_service(options, "sqlite-no-group", url, token, PLANTSTORE_GROUP_COMMIT="false")
+    try:
+        warm_up(server, options)
+        load = creates(GROUP_COMMIT_OFF_IDS)
+        row = measure(server, load, options, "create_no_group_commit", "create, group commit off")
+        row.note = "PLANTSTORE_GROUP_COMMIT=false"
+        return row
+    finally:
+        server.stop()
+
+
+def postgres_problem(admin_url: str) -> str | None:
+    """Why the PostgreSQL server cannot be used, or None when it answers."""
+
+    async def probe() -> None:
+        connection = await asyncpg.connect(admin_url, timeout=3)
+        await connection.close()
+
+    try:
+        asyncio.run(probe())
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        return f"{admin_url} unreachable ({type(exc).__name__}: {exc})"
+    return None
+
+
+def postgres(options: Options, admin_url: str, layout: Layout) -> list[Measurement]:
+    """list 10 and creates with two workers; rows marked not run when PostgreSQL is away."""
+    keys = (("pg_list10", f"list 10, {PG_LABEL}"), ("pg_create", f"create, {PG_LABEL}"))
+    problem = postgres_problem(admin_url)
+    if problem is None:
+        try:
+            return _postgres(options, admin_url, layout, keys)
+        except (subprocess.CalledProcessError, RuntimeError, asyncpg.PostgresError) as exc:
+            detail = str(getattr(exc, "stderr", None) or exc)
+            tail = "\n".join(detail.strip().splitlines()[-12:])
+            print(f"  PostgreSQL failed; the end of its output:\n{tail}", flush=True)
+            problem = _gist(detail) or type(exc).__name__
+    print(f"  PostgreSQL rows not run: {problem}", flush=True)
+    return [not_run(key, label, problem) for key, label in keys]
+
+
+def _gist(detail: str) -> str:
+    """The line of a failure's output that says what went wrong (a log ends in chatter)."""
+    lines = [line.strip() for line in detail.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error:" in line or "error:" in line]
+    return (errors or lines or [""])[-1][:300]
+
+
+def _postgres(
+    options: Options, admin_url: str, layout: Layout, keys: tuple[tuple[str, str], ...]
+) -> list[Measurement]:
+    """Seed a fresh database like the SQLite one (no delete ranges: nothing deletes here)."""
+    bulk_only = dataclasses.replace(layout, delete_count=0, mix_delete_count=0)
+    with postgres_database(admin_url) as url:
+        started = time.monotonic()
+        token = prepare(url)
+        seed_postgres(url, bulk_only)
+        took = time.monotonic() - started
+        print(f"  seeded PostgreSQL: {bulk_only.total_plants:,} plants in {took:.1f}s", flush=True)
+        server = start_service(options, "postgres", url, token, "--workers", "2", pinned=False)
+        try:
+            return _measure_unpinned(server, options, keys)
+        finally:
+            server.stop()
+
+
+def _measure_unpinned(
+    server: Server, options: Options, keys: tuple[tuple[str, str], ...]
+) -> list[Measurement]:
+    """Service and wrk share the cores with the PostgreSQL server, so nothing is pinned."""
+    warm_up(server, options, pinned=False)
+    (list_key, list_label), (create_key, create_label) = keys
+    rows = [
+        measure(server, Load(), options, list_key, list_label, pinned=False),
+        measure(server, creates(CREATE_IDS), options, create_key, create_label, pinned=False),
+    ]
+    for row in rows:
+        row.note = "service and wrk unpinned: the PostgreSQL server needs a core too; " + (
+            _two_core_budget(row)
+        )
+    return rows
+
+
+def _two_core_budget(row: Measurement) -> str:
+    """Where each request's CPU went: two cores give 200 µs per request at 10,000/s."""
+    spent = {
+        "service": row.cpu_us_per_request,
+        "PostgreSQL": row.postgres_cpu_us_per_request,
+        "wrk": row.wrk_cpu_us_per_request,
+    }
+    parts = [f"{name} {value:.0f}" for name, value in spent.items() if value is not None]
+    total = sum(value for value in spent.values() if value is not None)
+    return f"CPU µs/request: {' + '.join(parts)} = {total:.0f}"

@@ -1,0 +1,97 @@
+"""CPU time and peak memory of a server's process tree, read from /proc.
+
+``plantstore serve`` forks granian workers, so every figure covers the serving process and
+all its descendants: the work may happen in any of them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROC = Path("/proc")
+_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields after the command name (which may itself hold spaces or parentheses)."""
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and every live descendant, found through each process's parent id."""
+    children: dict[int, list[int]] = {}
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        tree.append(pid)
+        pending.extend(children.get(pid, []))
+    return tree
+
+
+def pids_named(command: str) -> list[int]:
+    """Every live process whose command name is ``command`` (such as PostgreSQL's backends)."""
+    pids = []
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            try:
+                name = (entry / "comm").read_text().strip()
+            except OSError:
+                continue
+            if name == command:
+                pids.append(int(entry.name))
+    return pids
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User plus system time consumed so far by these processes (all their threads)."""
+    ticks = 0
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields is not None:
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15
+    return ticks / _TICKS_PER_SECOND
+
+
+def peak_rss_mb(pids: list[int]) -> float:
+    """The largest VmHWM (peak resident set) among these processes, in MB."""
+    peak_kb = 0
+    for pid in pids:
+        try:
+            status = (PROC / str(pid) / "status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                peak_kb = max(peak_kb, int(line.split()[1]))
+    return peak_kb / 1024
+
+
+def cpu_list(spec: str) -> list[int]:
+    """A taskset CPU list (``0``, ``0-2,4``) as core numbers."""
+    cores: list[int] = []
+    for part in spec.split(","):
+        first, _, last = part.partition("-")
+        cores.extend(range(int(first), int(last or first) + 1))
+    return cores
+
+
+def core_busy_seconds(cores: list[int]) -> float:
+    """Time these cores spent on anything but idling; hypervisor steal counts as busy."""
+    ticks = 0
+    for line in (PROC / "stat").read_text().splitlines():
+        name, *values = line.split()
+        if name[:3] == "cpu" and name[3:].isdigit() and int(name[3:]) in cores:
+            user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, values[:8])
+            ticks += user + nice + system + irq + softirq + steal
+    return ticks / _TICKS_PER_SECOND

@@ -1,0 +1,187 @@
+"""`make bench`: the service's throughput, latency, CPU and memory against its targets.
+
+Seeds a fresh SQLite file (1,000 users x 1,000 plants, plus the bench user's own), serves it
+with ``plantstore serve`` pinned to one core and drives it with wrk (32 connections, one
+thread) pinned to another: list 10, list 100, create, delete, an 80/10/10 mix, list 10 paced
+at half its flat-out rate, the same paced load on a small file, creates with group commit
+off. The bare reference app under the same granian, measured before and after, is the
+ceiling rates are shown against. Then PostgreSQL with ``--workers 2``, unpinned. Prints a
+table and the targets; writes the same as JSON to bench/results/.
+
+    .venv/bin/python bench/run.py [--quick] [--seconds 10] [--skip-postgres] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import report
+from harness import HERE
+from measure import Measurement, Options, not_run
+from phases import (
+    PG_LABEL,
+    fresh_sqlite,
+    group_commit_off,
+    half_rate,
+    postgres,
+    reference,
+    sqlite_main,
+    sqlite_small,
+)
+from seed import Layout
+
+RESULTS = HERE / "results"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Flags; --quick only changes the defaults, so explicit values still win."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=None, help="per scenario (default 10)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 2 s, 50 x 100 plants")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--users", type=int, default=None, help="seeded users (default 1000)")
+    parser.add_argument("--plants-per-user", type=int, default=None, help="(default 1000)")
+    parser.add_argument("--server-cpus", default="0", help="taskset list for the server")
+    parser.add_argument("--wrk-cpus", default="1", help="taskset list for wrk")
+    parser.add_argument("--no-pin", action="store_true", help="pin neither server nor wrk")
+    parser.add_argument(
+        "--reference-loop",
+        default="asyncio",
+        choices=["auto", "asyncio", "uvloop", "rloop"],
+        help="granian --loop for the reference app: the service's (cli.py) (default: asyncio)",
+    )
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="py-spy during list 10, create")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.seconds = args.seconds or (2 if quick else 10)
+    args.users = args.users if args.users is not None else (50 if quick else 1_000)
+    if args.plants_per_user is None:
+        args.plants_per_user = 100 if quick else 1_000
+    return args
+
+
+def settings(args: argparse.Namespace, layout: Layout) -> dict[str, object]:
+    """Everything that shaped this run, for the JSON record."""
+    return {
+        **{
+            key: str(value) if isinstance(value, Path) else value
+            for key, value in vars(args).items()
+        },
+        "wrk_threads": 1,
+        "seeded_plants": layout.total_plants,
+        "delete_range": [layout.delete_from, layout.delete_from + layout.delete_count - 1],
+    }
+
+
+def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> list[Measurement]:
+    """Every phase in order; the reference runs first and last to bracket the service."""
+    print("SQLite: seeding", flush=True)
+    url, token = fresh_sqlite(options, "big", layout)
+    rows = [reference(options, token, "ref_before", "reference app, before")]
+    print("SQLite, one process, server and wrk pinned", flush=True)
+    main_rows = sqlite_main(options, layout, url, token)
+    rows += main_rows
+    rows.append(sqlite_small(options, layout, half_rate(main_rows[0])))
+    rows.append(group_commit_off(options, url, token))
+    rows.append(reference(options, token, "ref_after", "reference app, after"))
+    if args.skip_postgres:
+        skipped = "--skip-postgres"
+        rows.append(not_run("pg_list10", f"list 10, {PG_LABEL}", skipped))
+        rows.append(not_run("pg_create", f"create, {PG_LABEL}", skipped))
+        return rows
+    print("PostgreSQL, --workers 2, unpinned", flush=True)
+    return [*rows, *postgres(options, args.postgres, layout)]
+
+
+def show(rows: list[Measurement], args: argparse.Namespace) -> list[report.Target]:
+    """Print the table and the targets; return the targets for the JSON record."""
+    by_key = {row.key: row for row in rows}
+    top = report.ceiling(by_key)
+    before, after = (by_key[k].result for k in ("ref_before", "ref_after"))
+    pin = (
+        "unpinned"
+        if args.no_pin
+        else f"server on CPU {args.server_cpus}, wrk on CPU {args.wrk_cpus}"
+    )
+    print()
+    print(
+        f"{args.connections} connections, 1 wrk thread, {args.seconds}s per scenario; SQLite rows: "
+        f"{pin}; every create/delete is durable (fsynced) before its answer"
+    )
+    if before and after and top:
+        print(
+            f"reference ceiling: {top:,.0f} req/s (before {before.rate:,.0f}, "
+            f"after {after.rate:,.0f}); '% ref' is req/s over it"
+        )
+    print(report.table(rows, top))
+    print(
+        "other%: the server's core busy with anything but the server (other processes, "
+        "interrupts, hypervisor steal)"
+    )
+    shares = [row.other_cpu_share for row in rows if row.other_cpu_share is not None]
+    if shares and max(shares) > 0.1:
+        print(f"warning: up to {100 * max(shares):.0f}% of the server's core went elsewhere")
+    found = report.targets(by_key, top)
+    print()
+    print("targets:")
+    print(report.targets_text(found))
+    profiles = [path for row in rows for path in row.profiles]
+    if profiles:
+        print("\npy-spy profiles (the profiled rows ran slower for it):")
+        print("\n".join(f"  {path}" for path in profiles))
+    return found
+
+
+def main() -> None:
+    """Run every phase in a scratch directory beside the results, then report."""
+    args = parse_args()
+    for tool in ("wrk", "taskset"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is not installed (apt-get install wrk util-linux)")
+    layout = Layout.for_run(args.users, args.plants_per_user, args.seconds)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    args.results.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    load_before = report.load_average()
+    if load_before > 0.5:
+        print(f"warning: load average {load_before:.2f} before the run; other work skews figures")
+    # On the results' filesystem, not /tmp: a tmpfs would make every fsync free.
+    with tempfile.TemporaryDirectory(dir=args.results, prefix=".run-") as directory:
+        options = Options(
+            seconds=args.seconds,
+            connections=args.connections,
+            server_cpus=None if args.no_pin else args.server_cpus,
+            wrk_cpus=None if args.no_pin else args.wrk_cpus,
+            workdir=Path(directory),
+            profile_dir=args.results if args.profile else None,
+            stamp=stamp,
+            reference_loop=args.reference_loop,
+        )
+        rows = run_all(options, args, layout)
+    found = show(rows, args)
+    payload = {
+        "started_utc": stamp,
+        "duration_s": round(time.monotonic() - started, 1),
+        "code": report.code_version(),
+        "machine": report.machine(),
+        "load_average": {"before": load_before, "after": report.load_average()},
+        "settings": settings(args, layout),
+        "ceiling_rate": report.ceiling({row.key: row for row in rows}),
+        "scenarios": [row.as_json() for row in rows],
+        "targets": [{**vars(target), "verdict": target.verdict} for target in found],
+    }
+    path = report.write_json(args.results, stamp, payload)
+    print(f"\nwritten: {path} (and {path.parent / 'latest.json'})")
+
+
+if __name__ == "__main__":
+    main()
