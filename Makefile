@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ARGS ?=
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test lint typecheck bench bench-group-commit bench-backends clean
+.PHONY: run test lint typecheck bench bench-group-commit bench-backends torture fuzz soak slow-clients clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("plantstore needs Python >= 3.11") if sys.version_info < (3, 11) else None'
@@ -41,6 +41,29 @@ $(VENV)/.installed-bench: $(BIN)/python pyproject.toml constraints.txt
 bench: $(VENV)/.installed-run $(VENV)/.installed-bench
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(BIN)/python bench/run.py $(ARGS)
+
+$(VENV)/.installed-fuzz: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP_INSTALL) -e '.[dev,fuzz]'
+	touch $@
+
+# Crash safety: >= 100 SIGKILLs under concurrent writes, on SQLite and PostgreSQL.
+torture: $(VENV)/.installed-dev
+	$(BIN)/python bench/torture.py $(ARGS)
+
+# Bad input at volume: schemathesis (>= 10,000 requests per backend) and atheris.
+fuzz: $(VENV)/.installed-fuzz
+	$(BIN)/python bench/fuzz.py $(ARGS)
+
+# Ten minutes of open-loop mixed load at half the maximum rate.
+soak: $(VENV)/.installed-run $(VENV)/.installed-bench
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	$(BIN)/python bench/soak.py $(ARGS)
+
+# Normal traffic while slowhttptest holds 500 slow connections.
+slow-clients: $(VENV)/.installed-run $(VENV)/.installed-bench
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	command -v slowhttptest >/dev/null || (apt-get update -qq && apt-get install -y -qq slowhttptest)
+	$(BIN)/python bench/slow_clients.py $(ARGS)
 
 bench-group-commit: $(VENV)/.installed-run
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
