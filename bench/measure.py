@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyspy
-from harness import HERE, Server, WrkResult, launch, run_wrk
+from harness import HERE, UNLIMITED, Server, WrkResult, launch, run_wrk
 from procstat import (
     core_busy_seconds,
     cpu_list,
@@ -87,7 +87,7 @@ def start_service(
     """``plantstore serve`` on ``database_url`` (its token already issued)."""
     command = [sys.executable, "-m", "plantstore", "serve", *args]
     cpus = options.server_cpus if pinned else None
-    environment = {"PLANTSTORE_DATABASE_URL": database_url, **env}
+    environment = {"PLANTSTORE_DATABASE_URL": database_url, **UNLIMITED, **env}
     process, url = launch(command, options.workdir / f"{name}.log", cpus, environment)
     return Server(process, url, token)
 

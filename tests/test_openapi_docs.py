@@ -42,9 +42,13 @@ def test_bearer_scheme_applies_to_plants_but_not_operational_routes(
 @pytest.mark.parametrize(
     ("path", "method", "statuses"),
     [
-        ("/plants", "post", {"200", "400", "401", "409", "413", "415", "500", "503"}),
-        ("/plants", "get", {"200", "400", "401", "500", "503"}),
-        ("/plants/{id}", "delete", {"204", "400", "401", "404", "500", "503"}),
+        (
+            "/plants",
+            "post",
+            {"200", "400", "401", "403", "408", "409", "413", "415", "429", "500", "503"},
+        ),
+        ("/plants", "get", {"200", "400", "401", "429", "500", "503"}),
+        ("/plants/{id}", "delete", {"204", "400", "401", "404", "429", "500", "503"}),
     ],
 )
 def test_every_contract_status_is_documented(

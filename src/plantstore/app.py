@@ -23,6 +23,7 @@ from .api import plants as plant_routes
 from .api.auth import Authenticator
 from .api.dispatch import PlantRoutes
 from .api.keepalive import DrainUnreadBody
+from .api.ratelimit import RateLimits
 from .api.responses import error_response, unexpected_error_response
 from .api.services import Services
 from .errors import PlantstoreError
@@ -49,7 +50,14 @@ def create_app(settings: Settings) -> Starlette:
             app.state.services = Services(
                 settings=settings,
                 store=store,
-                authenticator=Authenticator(store, settings.token_cache_seconds),
+                authenticator=Authenticator(
+                    store,
+                    settings.token_cache_seconds,
+                    RateLimits(
+                        settings.rate_limit, settings.auth_failure_limit, settings.redis_url
+                    ),
+                    settings.trusted_proxy_addresses,
+                ),
                 cursors=CursorCodec(await store.cursor_key()),
             )
             yield
@@ -60,7 +68,11 @@ def create_app(settings: Settings) -> Starlette:
         routes=_routes(),
         lifespan=lifespan,
         middleware=[
-            Middleware(DrainUnreadBody, max_body_bytes=settings.max_body_bytes),
+            Middleware(
+                DrainUnreadBody,
+                max_body_bytes=settings.max_body_bytes,
+                body_timeout=settings.body_timeout,
+            ),
             Middleware(PlantRoutes),
         ],
         exception_handlers={

@@ -31,6 +31,7 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 _USER_NAME = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]{1,128}")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,128}")
 DEFAULT_USER = "default"
+MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; granian (hyper) answers 431 past it
 
 
 @click.group()
@@ -88,9 +89,11 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     settings = _settings(ctx, host=host, port=port, workers=workers)
     _issue_first_token(settings)
     for name, value in settings.model_dump().items():  # the workers read these back
-        os.environ[f"PLANTSTORE_{name.upper()}"] = str(value)
+        if value is not None:  # unset stays unset ("None" would be read back as a value)
+            os.environ[f"PLANTSTORE_{name.upper()}"] = str(value)
     from granian import Granian
     from granian.constants import Interfaces, Loops
+    from granian.http import HTTP1Settings
 
     click.echo(
         f"plantstore {__version__} serving http://{settings.host}:{settings.port} "
@@ -104,6 +107,10 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         workers=settings.workers,
         interface=Interfaces.ASGI,
         loop=Loops.asyncio,  # not "auto": an installed rloop breaks asyncpg's transports
+        http1_settings=HTTP1Settings(
+            header_read_timeout=int(settings.header_timeout * 1000),
+            max_buffer_size=MAX_HEADER_BYTES,  # a longer head is refused (431) unread
+        ),
     ).serve()
 
 

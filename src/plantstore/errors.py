@@ -4,10 +4,13 @@
       BadRequest                    400  a request the service refuses (names the field)
       Unauthenticated               401  no Authorization header, or another scheme
         InvalidToken                401  a Bearer token that is malformed/unknown/revoked/expired
+      QuotaExceeded                 403  the user holds the most plants allowed
       NotFound                      404
+      RequestTimeout                408  the body did not arrive within the body deadline
       Conflict                      409  same id, different plant
       PayloadTooLarge               413
       UnsupportedMediaType          415
+      TooManyRequests               429  a rate limit is spent (with Retry-After)
       StoreUnavailable              503  the database cannot be reached (with Retry-After)
 
 Handlers and rules raise these; ``app.py`` maps them to responses in one handler.
@@ -49,8 +52,19 @@ class InvalidToken(PlantstoreError):
         super().__init__(message, {"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'})
 
 
+class QuotaExceeded(PlantstoreError):
+    status = 403
+
+
 class NotFound(PlantstoreError):
     status = 404
+
+
+class RequestTimeout(PlantstoreError):
+    status = 408
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, {"Connection": "close"})
 
 
 class Conflict(PlantstoreError):
@@ -70,3 +84,10 @@ class StoreUnavailable(PlantstoreError):
 
     def __init__(self, message: str = "the database is unavailable; retry shortly") -> None:
         super().__init__(message, {"Retry-After": "1"})
+
+
+class TooManyRequests(PlantstoreError):
+    status = 429
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message, {"Retry-After": str(retry_after)})

@@ -40,8 +40,15 @@ def _error(description: str, headers: dict[str, Any] | None = None) -> dict[str,
 
 _COMMON_ERRORS = {
     "401": {"$ref": "#/components/responses/Unauthorized"},
+    "429": {"$ref": "#/components/responses/TooManyRequests"},
     "500": _error("An unexpected fault of the service; the details are logged, not sent."),
     "503": {"$ref": "#/components/responses/Unavailable"},
+}
+
+_RETRY_AFTER = {
+    "description": "Seconds to wait before retrying.",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 1},
 }
 
 _LIMIT = {
@@ -125,6 +132,14 @@ _CREATE = {
         },
         "400": _error("The body is not a valid NewPlant; the message names the member."),
         **_COMMON_ERRORS,
+        "403": _error(
+            "The caller already holds the most plants the per-user quota allows (100,000 by "
+            "default, PLANTSTORE_MAX_PLANTS_PER_USER); delete some first."
+        ),
+        "408": _error(
+            "The body did not arrive within the body deadline (30 s by default, "
+            "PLANTSTORE_BODY_TIMEOUT); nothing was stored and the connection is closed."
+        ),
         "409": _error("The caller already has a different plant with this id."),
         "413": _error("The body is larger than the configured limit (64 KiB by default)."),
         "415": _error("Content-Type is not application/json (optionally charset=utf-8)."),
@@ -177,17 +192,16 @@ def _components() -> dict[str, Any]:
                     }
                 },
             ),
+            "TooManyRequests": _error(
+                "A rate limit is spent: requests per token, or failed authentications from "
+                "this address. Nothing was done; retry after the given seconds.",
+                {"Retry-After": _RETRY_AFTER},
+            ),
             "Unavailable": _error(
                 "The database cannot be reached just now. Retry after the given seconds: a "
                 "create or delete answered 503 may or may not have been applied, and repeating "
                 "it is safe (an identical create answers 200; a repeated delete, 404).",
-                {
-                    "Retry-After": {
-                        "description": "Seconds to wait before retrying.",
-                        "required": True,
-                        "schema": {"type": "integer", "minimum": 1},
-                    }
-                },
+                {"Retry-After": _RETRY_AFTER},
             ),
         },
     }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from msgspec import UnsetType
 
-from .errors import BadRequest, Conflict
+from .errors import BadRequest, Conflict, QuotaExceeded
 from .schemas import NewPlant, Plant
 from .store import CreateOutcome, PlantRecord, Store
 
@@ -71,6 +71,10 @@ async def create_plant(store: Store, user_id: int, new_plant: NewPlant) -> Plant
     tag = None if isinstance(new_plant.tag, UnsetType) else new_plant.tag
     record = PlantRecord(new_plant.id, new_plant.name, tag)
     outcome = await store.create_plant(user_id, record)
+    if outcome is CreateOutcome.OVER_QUOTA:
+        raise QuotaExceeded(
+            "you already hold the most plants a user may (the per-user quota); delete some first"
+        )
     if outcome is CreateOutcome.CONFLICT:
         raise Conflict(
             f"a plant with id {new_plant.id} already exists with a different name or tag"

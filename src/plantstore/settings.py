@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from typing import Literal
 
+from limits import RateLimitItem, parse
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .database_url import Backend, backend_of
 
 DEFAULT_DATABASE_URL = "sqlite:///data/plantstore.db"
+
+
+def parse_rate(text: str) -> RateLimitItem | None:
+    """``"100/second"``, ``"30/minute"`` and the like (the ``limits`` notation); ``"off"``."""
+    return None if text.strip().lower() == "off" else parse(text)
 
 
 class SettingsError(Exception):
@@ -39,6 +45,13 @@ class Settings(BaseSettings):
     statement_timeout: float = Field(default=1.0, gt=0.0, le=600.0)
     allow_unsafe_durability: bool = False
     token_cache_seconds: float = Field(default=0.5, ge=0.0, le=1.0)
+    rate_limit: str = "100/second"  # per token; the ``limits`` notation, or "off"
+    auth_failure_limit: str = "30/minute"  # failed authentications per client address
+    redis_url: str | None = None  # share the rate limits across instances
+    trusted_proxies: str = ""  # comma-separated peers whose X-Forwarded-For is believed
+    max_plants_per_user: int = Field(default=100_000, ge=1, le=10**12)
+    header_timeout: float = Field(default=10.0, gt=0.0, le=10.0)  # seconds to send headers
+    body_timeout: float = Field(default=30.0, gt=0.0, le=30.0)  # seconds to send a body
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("database_url")
@@ -46,6 +59,15 @@ class Settings(BaseSettings):
     def _known_backend(cls, url: str) -> str:
         backend_of(url)  # raises for anything we cannot open
         return url
+
+    @field_validator("rate_limit", "auth_failure_limit")
+    @classmethod
+    def _known_rate(cls, text: str) -> str:
+        try:
+            parse_rate(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a rate such as '100/second' or 'off'") from None
+        return text
 
     @model_validator(mode="after")
     def _one_sqlite_process(self) -> Settings:
@@ -59,6 +81,10 @@ class Settings(BaseSettings):
     @property
     def backend(self) -> Backend:
         return backend_of(self.database_url)
+
+    @property
+    def trusted_proxy_addresses(self) -> frozenset[str]:
+        return frozenset(part.strip() for part in self.trusted_proxies.split(",") if part.strip())
 
 
 def load_settings(**overrides: object) -> Settings:

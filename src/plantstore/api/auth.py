@@ -1,16 +1,20 @@
 """Who is calling: the bearer token checked against the store, with a one-second cache.
 
 Expiry is checked on every request against the cached record; revocation reaches a cached
-token when its entry ages out, at most ``token_cache_seconds`` (≤ 1 s) later.
+token when its entry ages out, at most ``token_cache_seconds`` (≤ 1 s) later. The rate
+limits are spent here too: per token once it is known, per address when it is not.
 """
 
 from __future__ import annotations
 
 import time
 
+from starlette.requests import Request
+
 from ..errors import InvalidToken
 from ..store import Store, TokenRecord
 from ..tokens import bearer_token, hash_token
+from .ratelimit import RateLimits, client_address
 
 _MAX_CACHED = 10_000
 _TOUCH_EVERY_SECONDS = 60.0
@@ -19,30 +23,55 @@ _TOUCH_EVERY_SECONDS = 60.0
 class Authenticator:
     """Turns an Authorization header into the caller's token record, or a 401."""
 
-    def __init__(self, store: Store, cache_seconds: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        cache_seconds: float,
+        limits: RateLimits,
+        trusted_proxies: frozenset[str] = frozenset(),
+    ) -> None:
         self._store = store
         self._cache_seconds = cache_seconds
         self._cache: dict[str, tuple[TokenRecord, float]] = {}
+        self._limits = limits
+        self._trusted_proxies = trusted_proxies
 
-    async def authenticate(self, authorization: str | None) -> TokenRecord:
-        token_hash = hash_token(bearer_token(authorization))
-        record = await self._lookup(token_hash)
-        if record is None or not record.usable_at(time.time()):
+    async def authenticate(self, request: Request) -> TokenRecord:
+        """The caller's token record; a 401 when there is none, a 429 past a rate limit.
+
+        An address out of failed authentications is refused before its token is looked up;
+        a token found in the cache was good a moment ago, so it skips that check (and its
+        cost on every request).
+        """
+        token_hash = hash_token(bearer_token(request.headers.get("authorization")))
+        record = self._cached(token_hash)
+        if record is None:
+            address = client_address(request.scope, self._trusted_proxies)
+            await self._limits.check_address(address)
+            record = await self._fetch(token_hash)
+            if record is None or not record.usable_at(time.time()):
+                await self._limits.note_auth_failure(address)
+                raise InvalidToken()
+        elif not record.usable_at(time.time()):
             raise InvalidToken()
+        # Keyed by the hash, not the id: deployments sharing one Redis never share a budget.
+        await self._limits.spend_token_request(token_hash)
         return record
 
-    async def _lookup(self, token_hash: str) -> TokenRecord | None:
-        now = time.monotonic()
+    def _cached(self, token_hash: str) -> TokenRecord | None:
         cached = self._cache.get(token_hash)
-        if cached is not None and now - cached[1] < self._cache_seconds:
+        if cached is not None and time.monotonic() - cached[1] < self._cache_seconds:
             return cached[0]
+        return None
+
+    async def _fetch(self, token_hash: str) -> TokenRecord | None:
         record = await self._store.find_token(token_hash)
         if record is None:
             self._cache.pop(token_hash, None)
             return None
         if len(self._cache) >= _MAX_CACHED:
             self._cache.clear()
-        self._cache[token_hash] = (record, now)
+        self._cache[token_hash] = (record, time.monotonic())
         await self._note_use(record)
         return record
 

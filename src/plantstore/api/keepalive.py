@@ -9,13 +9,16 @@ starts; a body larger than that is not read, and the response says ``Connection:
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class DrainUnreadBody:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, body_timeout: float) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = _declared_body_length(scope) if scope["type"] == "http" else 0
@@ -36,7 +39,9 @@ class DrainUnreadBody:
             nonlocal body_done
             if message["type"] == "http.response.start" and not body_done:
                 body_done = True
-                if oversized or not await self._drain(receive):
+                # An answer that already closes the connection (a 408) needs no drain.
+                closing = (b"connection", b"close") in message.get("headers", [])
+                if not closing and (oversized or not await self._drain(receive)):
                     headers = list(message.get("headers", []))
                     headers.append((b"connection", b"close"))
                     message = {**message, "headers": headers}
@@ -45,7 +50,14 @@ class DrainUnreadBody:
         await self.app(scope, tracked_receive, send_after_draining)
 
     async def _drain(self, receive: Receive) -> bool:
-        """Read the rest of the body; tell whether it ended within the limit."""
+        """Read the rest of the body; tell whether it ended within the limit and deadline."""
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                return await self._drain_within_limit(receive)
+        except TimeoutError:
+            return False  # a client that sends this slowly is not kept
+
+    async def _drain_within_limit(self, receive: Receive) -> bool:
         size = 0
         while True:
             message = await receive()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 from urllib.parse import parse_qsl
@@ -9,7 +10,7 @@ from urllib.parse import parse_qsl
 import msgspec
 from starlette.requests import ClientDisconnect, Request
 
-from ..errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from ..errors import BadRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
 from ..schemas import INT32_MAX, INT64_MAX, INT64_MIN, NewPlant, new_plant_decoder
 
 
@@ -30,11 +31,20 @@ def check_content_type(value: str | None) -> None:
         )
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """Return the body, refusing (413) once it passes ``max_bytes`` without reading the rest."""
+async def read_body(request: Request, max_bytes: int, timeout: float) -> bytes:
+    """Return the body, refusing (413) once it passes ``max_bytes`` without reading the rest,
+    and (408) when it has not arrived whole within ``timeout`` seconds."""
     declared = request.headers.get("content-length", "")
     if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
         raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
+    try:
+        async with asyncio.timeout(timeout):
+            return await _receive_body(request, max_bytes)
+    except TimeoutError:
+        raise RequestTimeout(f"the request body did not arrive within {timeout:g} s") from None
+
+
+async def _receive_body(request: Request, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     more_body = True

@@ -34,9 +34,10 @@ async def plants_collection(request: Request) -> Response:
 
 async def create_plant(request: Request) -> Response:
     services = services_of(request)
-    caller = await services.authenticator.authenticate(request.headers.get("authorization"))
+    caller = await services.authenticator.authenticate(request)
     check_content_type(request.headers.get("content-type"))
-    body = await read_body(request, services.settings.max_body_bytes)
+    settings = services.settings
+    body = await read_body(request, settings.max_body_bytes, settings.body_timeout)
     new_plant = decode_new_plant(body)
     plant = await plants.create_plant(services.store, caller.user_id, new_plant)
     return json_response(encoder.encode(plant))
@@ -44,7 +45,7 @@ async def create_plant(request: Request) -> Response:
 
 async def list_plants(request: Request) -> Response:
     services = services_of(request)
-    caller = await services.authenticator.authenticate(request.headers.get("authorization"))
+    caller = await services.authenticator.authenticate(request)
     query = query_params(request.scope["query_string"])
     raw_limit = single_param(query, "limit")
     limit = parse_limit(raw_limit, services.settings.page_cap)
@@ -58,7 +59,7 @@ async def list_plants(request: Request) -> Response:
 
 async def delete_plant(request: Request) -> Response:
     services = services_of(request)
-    caller = await services.authenticator.authenticate(request.headers.get("authorization"))
+    caller = await services.authenticator.authenticate(request)
     plant_id = parse_plant_id(request.path_params["id"])
     if not await services.store.delete_plant(caller.user_id, plant_id):
         raise NotFound(f"you have no plant with id {plant_id}")

@@ -29,10 +29,12 @@ def open_store(settings: Settings) -> Store:
             connect_timeout=settings.connect_timeout,
             statement_timeout=settings.statement_timeout,
             allow_unsafe_durability=settings.allow_unsafe_durability,
+            max_plants_per_user=settings.max_plants_per_user,
         )
     return SQLiteStore(
         sqlite_path(settings.database_url),
         group_commit=settings.group_commit,
         max_batch=settings.max_batch,
         busy_timeout_ms=settings.busy_timeout_ms,
+        max_plants_per_user=settings.max_plants_per_user,
     )

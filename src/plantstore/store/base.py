@@ -22,11 +22,12 @@ def describe_failure(exc: BaseException) -> str:
 
 
 class CreateOutcome(enum.Enum):
-    """What a create did: stored it, found the very same plant, or found a different one."""
+    """What a create did: stored it, found the very same plant or a different one, or refused."""
 
     CREATED = "created"
     UNCHANGED = "unchanged"
     CONFLICT = "conflict"
+    OVER_QUOTA = "over quota"  # new, and the user already holds the most plants allowed
 
 
 class PlantRecord(msgspec.Struct, frozen=True, gc=False):

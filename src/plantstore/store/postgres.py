@@ -49,6 +49,7 @@ SELECT true, name, tag FROM inserted
 UNION ALL
 SELECT false, name, tag FROM plants WHERE user_id = $1 AND id = $2
 """
+_QUOTA_SQLSTATE = "PSQ01"  # raised by migration 0004's trigger at the quota
 _FIND_PLANT = "SELECT false, name, tag FROM plants WHERE user_id = $1 AND id = $2"
 _LIST_FIRST = "SELECT id, name, tag FROM plants WHERE user_id = $1 ORDER BY id LIMIT $2"
 _LIST_AFTER = "SELECT id, name, tag FROM plants WHERE user_id = $1 AND id > $2 ORDER BY id LIMIT $3"
@@ -102,8 +103,10 @@ class PostgresStore:
         connect_timeout: float = 1.0,
         statement_timeout: float = 1.0,
         allow_unsafe_durability: bool = False,
+        max_plants_per_user: int | None = None,
     ) -> None:
         self._dsn = dsn
+        self._max_plants = max_plants_per_user
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
         self._statement_timeout = statement_timeout
@@ -142,6 +145,8 @@ class PostgresStore:
         }
         if not self._allow_unsafe_durability:
             settings["synchronous_commit"] = "on"  # whatever the database's default is
+        if self._max_plants is not None:  # read by migration 0004's trigger
+            settings["plantstore.max_plants_per_user"] = str(self._max_plants)
         return settings
 
     async def _check_durability(self) -> None:
@@ -209,12 +214,17 @@ class PostgresStore:
 
     async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
         args = (user_id, plant.plant_id, plant.name, plant.tag)
-        async with self._connection() as connection:
-            row = await connection.fetchrow(_CREATE_PLANT, *args)
-            while row is None:  # a racing create committed after our snapshot was taken
-                row = await connection.fetchrow(_FIND_PLANT, user_id, plant.plant_id)
-                if row is None:  # ...and was deleted again: try the insert once more
-                    row = await connection.fetchrow(_CREATE_PLANT, *args)
+        try:
+            async with self._connection() as connection:
+                row = await connection.fetchrow(_CREATE_PLANT, *args)
+                while row is None:  # a racing create committed after our snapshot was taken
+                    row = await connection.fetchrow(_FIND_PLANT, user_id, plant.plant_id)
+                    if row is None:  # ...and was deleted again: try the insert once more
+                        row = await connection.fetchrow(_CREATE_PLANT, *args)
+        except asyncpg.PostgresError as exc:
+            if exc.sqlstate == _QUOTA_SQLSTATE:
+                return CreateOutcome.OVER_QUOTA
+            raise
         created, name, tag = row
         if created:
             return CreateOutcome.CREATED

@@ -29,8 +29,10 @@ class SQLiteStore:
         group_commit: bool = True,
         max_batch: int = 512,
         busy_timeout_ms: int = 5_000,
+        max_plants_per_user: int | None = None,
     ) -> None:
         self.path = path
+        self._max_plants = max_plants_per_user
         self._busy_timeout_ms = busy_timeout_ms
         self.writer = Writer(
             path, group_commit=group_commit, max_batch=max_batch, busy_timeout_ms=busy_timeout_ms
@@ -65,7 +67,7 @@ class SQLiteStore:
 
     async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
         return await self.writer.submit(  # type: ignore[no-any-return]
-            lambda conn: _create_plant(conn, user_id, plant), one_write=True
+            lambda conn: _create_plant(conn, user_id, plant, self._max_plants), one_write=True
         )
 
     async def list_plants(
@@ -146,19 +148,32 @@ class SQLiteStore:
         return await self.writer.submit(create_if_none)  # type: ignore[no-any-return]
 
 
-def _create_plant(conn: sqlite3.Connection, user_id: int, plant: PlantRecord) -> CreateOutcome:
-    inserted = conn.execute(
-        "INSERT INTO plants (user_id, id, name, tag) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (user_id, id) DO NOTHING",
-        (user_id, plant.plant_id, plant.name, plant.tag),
-    ).rowcount
-    if inserted == 1:
-        return CreateOutcome.CREATED
-    name, tag = conn.execute(
+def _create_plant(
+    conn: sqlite3.Connection, user_id: int, plant: PlantRecord, max_plants: int | None
+) -> CreateOutcome:
+    """Insert unless the plant exists or the user is at the quota (the writer is alone, so
+    the count it reads cannot change before the insert)."""
+    if max_plants is None or _plant_count(conn, user_id) < max_plants:
+        inserted = conn.execute(
+            "INSERT INTO plants (user_id, id, name, tag) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (user_id, id) DO NOTHING",
+            (user_id, plant.plant_id, plant.name, plant.tag),
+        ).rowcount
+        if inserted == 1:
+            return CreateOutcome.CREATED
+    existing = conn.execute(
         "SELECT name, tag FROM plants WHERE user_id = ? AND id = ?", (user_id, plant.plant_id)
     ).fetchone()
+    if existing is None:
+        return CreateOutcome.OVER_QUOTA
+    name, tag = existing
     same = name == plant.name and tag == plant.tag
     return CreateOutcome.UNCHANGED if same else CreateOutcome.CONFLICT
+
+
+def _plant_count(conn: sqlite3.Connection, user_id: int) -> int:
+    row = conn.execute("SELECT plant_count FROM users WHERE id = ?", (user_id,)).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _create_token(
