@@ -1,0 +1,155 @@
+"""Crash safety under SIGKILL: concurrent clients create and delete plants while the server
+is killed at random moments and restarted, on SQLite and on PostgreSQL.
+
+Afterwards every acknowledged plant must be listed with its exact name and tag, no
+acknowledged delete may have come back, nothing may appear that was never sent, and the
+SQLite file must pass ``PRAGMA integrity_check``. Exits 1 when any of that fails.
+See torture_lib.py for how uncertain (cut-off) requests are judged.
+
+    make torture [ARGS="--kills 200 --backend sqlite --clients 16 --seed 7"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from backends import postgres_database
+from torture_lib import TortureConfig, TortureError, TortureResult, run_torture
+
+COLUMNS = (
+    ("backend", 9),
+    ("kills", 6),
+    ("+start", 7),
+    ("ack creates", 12),
+    ("ack deletes", 12),
+    ("uncertain", 10),
+    ("5xx", 5),
+    ("listed", 8),
+    ("lost", 6),
+    ("resurrected", 12),
+    ("unexpected", 11),
+    ("odd", 5),
+    ("integrity_check", 16),
+    ("restart s", 10),
+    ("seconds", 8),
+)
+
+
+def row(result: TortureResult) -> list[str]:
+    return [
+        result.backend,
+        str(result.kills),
+        str(result.startup_kills),
+        str(result.acknowledged_creates),
+        str(result.acknowledged_deletes),
+        str(result.uncertain),
+        str(result.server_errors),
+        str(result.listed),
+        str(len(result.lost)),
+        str(len(result.resurrected)),
+        str(len(result.unexpected)),
+        str(len(result.odd)),
+        result.integrity_check,
+        f"{result.mean_restart:.1f}",
+        f"{result.seconds:.0f}",
+    ]
+
+
+LEGEND = """\
+kills: SIGKILLs under traffic; +start: extra SIGKILLs of a server still starting.
+ack creates/deletes: answered 200/204. uncertain: attempts cut off by a kill or answered 5xx
+(either outcome allowed; each is repeated until answered). listed: plants listed at the end.
+restart s: mean seconds from a kill to /healthz answering again."""
+
+
+def table(results: list[TortureResult]) -> str:
+    header = "".join(f"{name:>{width}}" for name, width in COLUMNS)
+    lines = [header]
+    for result in results:
+        cells = row(result)
+        lines.append(
+            "".join(f"{cell:>{width}}" for cell, (_, width) in zip(cells, COLUMNS, strict=True))
+        )
+    return "\n".join([*lines, "", LEGEND])
+
+
+def progress(text: str) -> None:
+    print(f"  {text}", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=100, help="SIGKILLs per backend (100)")
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--clients", type=int, default=12, help="client threads (12)")
+    parser.add_argument("--users", type=int, default=4, help="users (4)")
+    parser.add_argument("--tokens-per-user", type=int, default=2, help="tokens per user (2)")
+    parser.add_argument(
+        "--postgres-workers", type=int, default=2, help="server processes on PostgreSQL (2)"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed for the clients' choices")
+    parser.add_argument(
+        "--postgres",
+        default="postgresql://postgres@127.0.0.1:5432/postgres",
+        help="an administrative URL; a fresh database is created beside it and dropped",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    args = parser.parse_args()
+    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+
+    results: list[TortureResult] = []
+    workdir = Path(tempfile.mkdtemp(prefix="plantstore-torture-"))
+    print(
+        f"torture: {args.kills} SIGKILLs per backend, {args.clients} clients, "
+        f"{args.users} users x {args.tokens_per_user} tokens; logs in {workdir}",
+        flush=True,
+    )
+
+    def run(backend: str, database_url: str, workers: int) -> None:
+        config = TortureConfig(
+            database_url=database_url,
+            workdir=workdir / backend,
+            kills=args.kills,
+            clients=args.clients,
+            users=args.users,
+            tokens_per_user=args.tokens_per_user,
+            workers=workers,
+            seed=args.seed,
+            progress=progress,
+        )
+        result = run_torture(config)
+        print(f"{backend}: seed {result.seed}, {result.keys} keys", flush=True)
+        results.append(result)
+
+    try:
+        for backend in backends:
+            if backend == "sqlite":
+                run(backend, f"sqlite:///{workdir / 'sqlite' / 'torture.db'}", 1)
+            else:
+                with postgres_database(args.postgres) as url:
+                    run(backend, url, args.postgres_workers)
+    except TortureError as exc:
+        print(table(results))
+        sys.exit(f"torture could not run: {exc}")
+    if not args.keep and all(result.passed for result in results):
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print(table(results))
+    failed = False
+    for result in results:
+        findings = result.findings()
+        if findings:
+            print(f"\n{result.backend}:\n{findings}")
+        failed = failed or not result.passed
+    if failed:
+        print(f"\nFAILED: logs and databases kept in {workdir}")
+        sys.exit(1)
+    print("\nno acknowledged write lost, none resurrected, nothing unexpected")
+
+
+if __name__ == "__main__":
+    main()
