@@ -114,3 +114,14 @@ def test_instances_sharing_redis_share_one_budget(
     finally:
         for server in servers:
             stop_server(server)
+
+
+def test_an_unreachable_redis_leaves_requests_served_and_says_so(
+    db_url: str, issue_token: IssueToken, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice = bearer(issue_token("alice"))
+    settings = Settings(database_url=db_url, rate_limit="1/minute", redis_url="redis://127.0.0.1:1")
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        answers = [client.get("/plants", headers=alice).status_code for _ in range(3)]
+    assert answers == [200, 200, 200]  # the limit is not enforced without its store
+    assert any("rate limits not enforced" in record.getMessage() for record in caplog.records)

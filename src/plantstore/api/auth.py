@@ -21,7 +21,7 @@ _TOUCH_EVERY_SECONDS = 60.0
 
 
 class Authenticator:
-    """Turns an Authorization header into the caller's token record, or a 401."""
+    """Turns an Authorization header into the caller's token record, or a 401 or 429."""
 
     def __init__(
         self,
