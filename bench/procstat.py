@@ -65,16 +65,25 @@ def cpu_seconds(pids: list[int]) -> float:
 
 def peak_rss_mb(pids: list[int]) -> float:
     """The largest VmHWM (peak resident set) among these processes, in MB."""
-    peak_kb = 0
+    return _largest_status_kb(pids, "VmHWM:") / 1024
+
+
+def rss_mb(pids: list[int]) -> float:
+    """The largest current VmRSS among these processes, in MB."""
+    return _largest_status_kb(pids, "VmRSS:") / 1024
+
+
+def _largest_status_kb(pids: list[int], field: str) -> int:
+    largest_kb = 0
     for pid in pids:
         try:
             status = (PROC / str(pid) / "status").read_text()
         except OSError:
             continue
         for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                peak_kb = max(peak_kb, int(line.split()[1]))
-    return peak_kb / 1024
+            if line.startswith(field):
+                largest_kb = max(largest_kb, int(line.split()[1]))
+    return largest_kb
 
 
 def cpu_list(spec: str) -> list[int]:

@@ -54,9 +54,9 @@ import soak
 from harness import HERE, Server, pinned
 from measure import Load, Measurement, Options, measure, warm_up
 from phases import fresh_sqlite
-from procstat import process_tree
+from procstat import process_tree, rss_mb
 from seed import Layout
-from soak import open_files, rss_mb, worker_pids
+from soak import open_files, worker_pids
 
 RESULTS = HERE / "results"
 RETAINED_TARGET = 0.90

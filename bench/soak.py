@@ -35,7 +35,7 @@ import report
 from harness import HERE, Server, WrkResult, launch, parse_wrk, pinned
 from measure import LIST_10, Measurement, Options, measure, warm_up
 from phases import CREATE_IDS, fresh_sqlite, half_rate, mix
-from procstat import PROC, core_busy_seconds, cpu_list, cpu_seconds, process_tree
+from procstat import PROC, core_busy_seconds, cpu_list, cpu_seconds, process_tree, rss_mb
 from seed import BENCH_USER, MIX_DELETES_PER_SECOND, Layout
 
 RESULTS = HERE / "results"
@@ -70,20 +70,6 @@ def worker_pids(root: int) -> list[int]:
     """The processes doing the serving: granian's workers, or the root if it has none."""
     tree = process_tree(root)
     return tree[1:] or tree
-
-
-def rss_mb(pids: list[int]) -> float:
-    """The largest current VmRSS among these processes, in MB (peak_rss_mb reads VmHWM)."""
-    largest_kb = 0
-    for pid in pids:
-        try:
-            status = (PROC / str(pid) / "status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                largest_kb = max(largest_kb, int(line.split()[1]))
-    return largest_kb / 1024
 
 
 def open_files(pids: list[int], kind: str = "") -> int:
