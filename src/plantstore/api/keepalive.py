@@ -13,6 +13,8 @@ import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .parsing import whole_number
+
 
 class DrainUnreadBody:
     def __init__(self, app: ASGIApp, max_body_bytes: int, body_timeout: float) -> None:
@@ -75,7 +77,7 @@ def _declared_body_length(scope: Scope) -> int | None:
     length: int | None = 0
     for name, value in scope["headers"]:
         if name == b"content-length":
-            length = int(value) if value.isdigit() else None
+            length = whole_number(value.decode("latin-1")) if value.isdigit() else None
         elif name == b"transfer-encoding":
             return None
     return length

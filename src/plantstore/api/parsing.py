@@ -13,6 +13,19 @@ from starlette.requests import ClientDisconnect, Request
 from ..errors import BadRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
 from ..schemas import INT32_MAX, INT64_MAX, INT64_MIN, NewPlant, new_plant_decoder
 
+_BEYOND_ANY_LIMIT = 10**20  # larger than every limit here (int64, int32, body size)
+
+
+def whole_number(digits: str) -> int:
+    """The value of a string of ASCII digits, however many leading zeros it has.
+
+    ``int()`` refuses strings of over 4,300 digits, so ``"000…01"`` would raise inside a
+    request and become a 500. Zeros are dropped first; a number still longer than 20 digits
+    is beyond every limit, and is answered as such.
+    """
+    significant = digits.lstrip("0")
+    return int(significant or "0") if len(significant) <= 20 else _BEYOND_ANY_LIMIT
+
 
 def check_content_type(value: str | None) -> None:
     """Accept ``application/json``, optionally with ``charset=utf-8``; anything else is a 415."""
@@ -35,7 +48,7 @@ async def read_body(request: Request, max_bytes: int, timeout: float) -> bytes:
     """Return the body, refusing (413) once it passes ``max_bytes`` without reading the rest,
     and (408) when it has not arrived whole within ``timeout`` seconds."""
     declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
+    if declared.isascii() and declared.isdigit() and whole_number(declared) > max_bytes:
         raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")
     try:
         async with asyncio.timeout(timeout):
@@ -128,16 +141,16 @@ def parse_limit(raw: str | None, page_cap: int) -> int:
     """Return how many plants to answer: ``min(limit, page_cap)``, the cap when absent."""
     if raw is None:
         return page_cap
-    if not (raw.isascii() and raw.isdigit()) or len(raw.lstrip("0")) > 10 or int(raw) > INT32_MAX:
+    if not (raw.isascii() and raw.isdigit()) or whole_number(raw) > INT32_MAX:
         raise BadRequest(f"query parameter 'limit' must be a whole number from 0 to {INT32_MAX}")
-    return min(int(raw), page_cap)
+    return min(whole_number(raw), page_cap)
 
 
 def parse_plant_id(raw: str) -> int:
     """Read the path id: a decimal int64 with an optional leading '-'."""
     digits = raw.removeprefix("-")
     valid = digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 19
-    plant_id = int(raw) if valid else 0
+    plant_id = whole_number(digits) * (-1 if raw.startswith("-") else 1) if valid else 0
     if not valid or not INT64_MIN <= plant_id <= INT64_MAX:
         raise BadRequest("path parameter 'id' must be a decimal 64-bit integer")
     return plant_id

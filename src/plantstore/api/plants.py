@@ -20,6 +20,7 @@ from .parsing import (
     query_params,
     read_body,
     single_param,
+    whole_number,
 )
 from .responses import API_HEADERS, json_response
 from .services import services_of
@@ -73,4 +74,4 @@ def _next_link(raw_limit: str | None, cursor: str) -> str:
     """
     if raw_limit is None:
         return f'</plants?cursor={cursor}>; rel="next"'
-    return f'</plants?limit={int(raw_limit)}&cursor={cursor}>; rel="next"'
+    return f'</plants?limit={whole_number(raw_limit)}&cursor={cursor}>; rel="next"'
