@@ -109,6 +109,22 @@ def test_docs_page_loads_only_assets_the_service_serves(client: TestClient) -> N
     assert "validatorUrl: null" in initializer  # the badge would call an outside service
 
 
+@pytest.mark.parametrize("path", ["/docs", "/docs/assets/init.js"])
+@pytest.mark.parametrize(
+    "range_header", ["bytes=0-10", "bytes=9-2", "items=0-1", "bytes=99999999-"]
+)
+def test_docs_files_are_sent_whole_whatever_the_range(
+    client: TestClient, path: str, range_header: str
+) -> None:
+    """Starlette answers a bad Range with plain text or a bare 416; these files ignore Range."""
+    whole = client.get(path)
+    answer = client.get(path, headers={"Range": range_header})
+    assert answer.status_code == 200
+    assert answer.content == whole.content
+    assert "accept-ranges" not in answer.headers
+    assert "content-range" not in answer.headers
+
+
 def test_unavailable_is_documented_with_retry_after(document: dict[str, Any]) -> None:
     unavailable = document["components"]["responses"]["Unavailable"]
     assert unavailable["headers"]["Retry-After"]["required"] is True

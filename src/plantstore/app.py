@@ -16,7 +16,6 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from .api import ops
 from .api import plants as plant_routes
@@ -101,7 +100,7 @@ def _routes() -> list[Route | Mount]:
         Route("/readyz", ops.readyz, methods=["GET"]),
         Route("/openapi.json", ops.openapi_json, methods=["GET"]),
         Route("/docs", ops.docs, methods=["GET"]),
-        Mount("/docs/assets", StaticFiles(directory=ops.DOCS_DIR), name="docs-assets"),
+        Mount("/docs/assets", ops.DocsAssets(directory=ops.DOCS_DIR), name="docs-assets"),
     ]
 
 
