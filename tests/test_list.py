@@ -408,6 +408,20 @@ def test_forged_cursor_is_400(client: TestClient, alice: Headers, cursor: str) -
     assert_error(response, 400, "cursor")
 
 
+def test_cursor_in_the_standard_base64_alphabet_is_400(client: TestClient, alice: Headers) -> None:
+    """Base64 decoding would read "+" as "-" and "/" as "_"; only the issued spelling counts."""
+    for plant_id in range(1, 41):
+        create(client, alice, plant_id)
+    cursors = [
+        cursor_of(page) for page in walk(client, "/plants?limit=1", alice) if next_link(page)
+    ]
+    respelled = [c.translate(str.maketrans("-_", "+/")) for c in cursors if {"-", "_"} & set(c)]
+    assert respelled, "no cursor had a '-' or '_' to respell"
+    for cursor in respelled:
+        response = client.get(f"/plants?limit=1&cursor={quote(cursor, safe='')}", headers=alice)
+        assert_error(response, 400, "cursor")
+
+
 def test_cursor_given_twice_is_400(client: TestClient, alice: Headers) -> None:
     for plant_id in [1, 2, 3]:
         create(client, alice, plant_id)

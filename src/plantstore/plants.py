@@ -10,6 +10,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 import struct
 from dataclasses import dataclass
 
@@ -22,6 +23,8 @@ from .store import CreateOutcome, PlantRecord, Store
 _CURSOR = struct.Struct(">q")
 _MAC_BYTES = 16
 _CURSOR_CHARS = 32  # base64url of 8 + 16 bytes, unpadded
+# Exactly what ``encode`` writes: base64 decoding would also take "+" for "-" and "/" for "_".
+_CURSOR_TEXT = re.compile(rf"[A-Za-z0-9_-]{{{_CURSOR_CHARS}}}")
 
 
 class CursorCodec:
@@ -40,11 +43,13 @@ class CursorCodec:
     def decode(self, user_id: int, cursor: str) -> int:
         """Return the last id the cursor carries, or raise a 400 if it is not this user's."""
         try:
-            raw = base64.urlsafe_b64decode(cursor + "==")
+            raw = base64.urlsafe_b64decode(cursor + "==") if _CURSOR_TEXT.fullmatch(cursor) else b""
         except (binascii.Error, ValueError):
             raw = b""
         body, mac = raw[: _CURSOR.size], raw[_CURSOR.size :]
-        if len(cursor) != _CURSOR_CHARS or not hmac.compare_digest(mac, self._mac(user_id, body)):
+        if len(raw) != _CURSOR.size + _MAC_BYTES or not hmac.compare_digest(
+            mac, self._mac(user_id, body)
+        ):
             raise BadRequest("query parameter 'cursor' is not a cursor this service issued")
         (last_id,) = _CURSOR.unpack(body)
         return int(last_id)

@@ -13,6 +13,7 @@ from starlette.requests import ClientDisconnect, Request
 from ..errors import BadRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
 from ..schemas import INT32_MAX, INT64_MAX, INT64_MIN, NewPlant, new_plant_decoder
 
+_OWS = " \t"  # HTTP's optional whitespace (RFC 9110 §5.6.3); not str.strip()'s NBSP etc.
 _BEYOND_ANY_LIMIT = 10**20  # larger than every limit here (int64, int32, body size)
 
 
@@ -29,14 +30,14 @@ def whole_number(digits: str) -> int:
 
 def check_content_type(value: str | None) -> None:
     """Accept ``application/json``, optionally with ``charset=utf-8``; anything else is a 415."""
-    media_type, *params = (part.strip() for part in (value or "").split(";"))
+    media_type, *params = (part.strip(_OWS) for part in (value or "").split(";"))
     ok = media_type.lower() == "application/json" and len(params) <= 1
     for param in params:
         key, _, charset = param.partition("=")
         ok = (
             ok
-            and key.strip().lower() == "charset"
-            and charset.strip().strip('"').lower() == "utf-8"
+            and key.strip(_OWS).lower() == "charset"
+            and charset.strip(_OWS).lower() in ('utf-8', '"utf-8"')
         )
     if not ok:
         raise UnsupportedMediaType(
