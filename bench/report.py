@@ -34,6 +34,20 @@ COLUMNS = (
 
 
 @dataclass
+class Verdict:
+    """One target of a script (soak, slow clients) that passes or fails outright."""
+
+    name: str
+    goal: str
+    measured: str
+    passed: bool
+
+    def text(self, name_width: int = 16, goal_width: int = 25) -> str:
+        mark = "PASS" if self.passed else "FAIL"
+        return f"  [{mark}] {self.name:<{name_width}} {self.goal:<{goal_width}} {self.measured}"
+
+
+@dataclass
 class Target:
     name: str
     goal: str

@@ -766,31 +766,23 @@ def show_attack(result: AttackResult, quiet: tuple[Measurement, Measurement]) ->
     print("\n".join(timeline(result, 2.0)))
 
 
-@dataclass
-class Verdict:
-    name: str
-    goal: str
-    measured: str
-    passed: bool
-
-    def text(self) -> str:
-        mark = "PASS" if self.passed else "FAIL"
-        return f"  [{mark}] {self.name:<36} {self.goal:<30} {self.measured}"
-
-
-def verdicts(attacks: list[AttackResult], probes: list[Probe]) -> list[Verdict]:
+def verdicts(attacks: list[AttackResult], probes: list[Probe]) -> list[report.Verdict]:
     found = []
     for result in attacks:
         found.append(
-            Verdict(
+            report.Verdict(
                 f"{result.key}: throughput",
                 f">= {100 * RETAINED_TARGET:.0f}% of quiet",
                 f"{100 * result.retained:.0f}%",
                 result.retained >= RETAINED_TARGET,
             )
         )
-        found.append(Verdict(f"{result.key}: errors", "0", f"{result.errors}", result.errors == 0))
-    found += [Verdict(probe.name, probe.goal, probe.outcome, probe.passed) for probe in probes]
+        found.append(
+            report.Verdict(f"{result.key}: errors", "0", f"{result.errors}", result.errors == 0)
+        )
+    found += [
+        report.Verdict(probe.name, probe.goal, probe.outcome, probe.passed) for probe in probes
+    ]
     return found
 
 
@@ -898,7 +890,7 @@ def main() -> None:
     found = verdicts(attacks, probes)
     print("\ntargets:")
     for verdict in found:
-        print(verdict.text())
+        print(verdict.text(36, 30))
     print(f"afterwards, a list 10 request got: {serving}")
     print(f"load average: {load_before:.2f} before, {report.load_average():.2f} after")
     payload: dict[str, Any] = {

@@ -334,17 +334,6 @@ def flat_out(options: Options, url: str, token: str, layout: Layout) -> Measurem
 # --- the verdict ----------------------------------------------------------------------------
 
 
-@dataclass
-class Verdict:
-    name: str
-    goal: str
-    measured: str
-    passed: bool
-
-    def text(self) -> str:
-        return f"  [{'PASS' if self.passed else 'FAIL'}] {self.name:<16} {self.goal:<25} {self.measured}"
-
-
 def baseline_index(soak: Soak, args: argparse.Namespace) -> int:
     """The interval ending at minute 2; in a run of under 3 minutes, at a fifth of the run."""
     intervals = len(soak.samples)
@@ -357,7 +346,7 @@ def clock(seconds: float) -> str:
     return f"{minutes}:{rest:02d}"
 
 
-def verdicts(soak: Soak, args: argparse.Namespace) -> list[Verdict]:
+def verdicts(soak: Soak, args: argparse.Namespace) -> list[report.Verdict]:
     samples = soak.samples
     first, last = samples[baseline_index(soak, args)], samples[-1]
     growth = last.rss_mb - first.rss_mb
@@ -374,7 +363,7 @@ def verdicts(soak: Soak, args: argparse.Namespace) -> list[Verdict]:
     bad = {status: n for status, n in statuses.items() if not status.startswith("2")}
     sockets = sum(s.socket_errors for s in samples)
     return [
-        Verdict(
+        report.Verdict(
             "RSS growth",
             f"<= {RSS_GROWTH_LIMIT_MB:.0f} MB",
             f"{growth:+.1f} MB ({first.rss_mb:.1f} MB at {clock(first.elapsed_s)}, "
@@ -382,14 +371,14 @@ def verdicts(soak: Soak, args: argparse.Namespace) -> list[Verdict]:
             f"max {max(s.rss_mb for s in samples):.1f} MB)",
             growth <= RSS_GROWTH_LIMIT_MB,
         ),
-        Verdict(
+        report.Verdict(
             "open files flat",
             f"spread <= {OPEN_FILES_TOLERANCE}, idle same",
             f"under load min {min(files)}, max {max(files)} from {clock(first.elapsed_s)} on; "
             f"idle {soak.idle_open_files_before} before, {soak.idle_open_files_after} after",
             spread <= OPEN_FILES_TOLERANCE and idle_drift <= 0,
         ),
-        Verdict(
+        report.Verdict(
             "errors",
             "0",
             f"{errors:,} of {requests:,} requests"
@@ -399,7 +388,7 @@ def verdicts(soak: Soak, args: argparse.Namespace) -> list[Verdict]:
     ]
 
 
-def summary(soak: Soak, args: argparse.Namespace) -> list[Verdict]:
+def summary(soak: Soak, args: argparse.Namespace) -> list[report.Verdict]:
     samples = soak.samples
     found = verdicts(soak, args)
     requests = sum(s.requests for s in samples)
