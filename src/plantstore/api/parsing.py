@@ -37,7 +37,7 @@ def check_content_type(value: str | None) -> None:
         ok = (
             ok
             and key.strip(_OWS).lower() == "charset"
-            and charset.strip(_OWS).lower() in ('utf-8', '"utf-8"')
+            and charset.strip(_OWS).lower() in ("utf-8", '"utf-8"')
         )
     if not ok:
         raise UnsupportedMediaType(
