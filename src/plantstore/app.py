@@ -17,16 +17,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
+from . import metrics
 from .api import ops
 from .api import plants as plant_routes
 from .api.auth import Authenticator
+from .api.cors import ContractCORS
 from .api.dispatch import PlantRoutes
 from .api.keepalive import DrainUnreadBody
+from .api.observe import Observe
 from .api.ratelimit import RateLimits
 from .api.responses import error_response, unexpected_error_response
 from .api.services import Services
 from .errors import PlantstoreError
-from .logs import configure_logging
+from .logs import access_logger, configure_logging
 from .openapi import build_document
 from .plants import CursorCodec
 from .schemas import encoder
@@ -43,7 +46,8 @@ def create_app(settings: Settings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(upgrade, settings.database_url)
-        store = open_store(settings)
+        store = open_store(settings, on_commit=metrics.observe_commit)
+        metrics.time_store_operations(store)
         await store.open()
         try:
             app.state.services = Services(
@@ -67,6 +71,8 @@ def create_app(settings: Settings) -> Starlette:
         routes=_routes(),
         lifespan=lifespan,
         middleware=[
+            Middleware(Observe, access_log=access_logger() if settings.access_log else None),
+            *_cors(settings),
             Middleware(
                 DrainUnreadBody,
                 max_body_bytes=settings.max_body_bytes,
@@ -92,12 +98,20 @@ def create_app_from_env() -> Starlette:
     return create_app(settings)
 
 
+def _cors(settings: Settings) -> list[Middleware]:
+    """CORS only when origins are configured: by default browsers keep their same-origin rule."""
+    if not settings.cors_origin_list:
+        return []
+    return [Middleware(ContractCORS, allow_origins=settings.cors_origin_list)]
+
+
 def _routes() -> list[Route | Mount]:
     return [
         Route("/plants", plant_routes.plants_collection, methods=["GET", "POST"]),
         Route("/plants/{id}", plant_routes.delete_plant, methods=["DELETE"]),
         Route("/healthz", ops.healthz, methods=["GET"]),
         Route("/readyz", ops.readyz, methods=["GET"]),
+        Route("/metrics", ops.metrics, methods=["GET"]),
         Route("/openapi.json", ops.openapi_json, methods=["GET"]),
         Route("/docs", ops.docs, methods=["GET"]),
         Mount("/docs/assets", ops.DocsAssets(directory=ops.DOCS_DIR), name="docs-assets"),

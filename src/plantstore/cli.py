@@ -7,19 +7,24 @@ setting stops the command with one line (``Error: ...``), never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import math
 import os
 import re
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
+import structlog
 
 from . import __version__
 from .database_url import redacted
 from .errors import PlantstoreError
+from .logs import configure_logging
 from .settings import Settings, SettingsError, load_settings
 from .store import Store, StoreOpenError, TokenRecord, open_store
 from .store.migrate import upgrade
@@ -31,6 +36,8 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 _USER_NAME = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]{1,128}")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,128}")
 DEFAULT_USER = "default"
+# prometheus_client's own variable; set here, before any worker imports it (see metrics.py).
+MULTIPROCESS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; granian (hyper) answers 431 past it
 
 
@@ -95,23 +102,43 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     from granian.constants import Interfaces, Loops
     from granian.http import HTTP1Settings
 
-    click.echo(
-        f"plantstore {__version__} serving http://{settings.host}:{settings.port} "
-        f"(database {redacted(settings.database_url)})"
-    )
-    Granian(
-        "plantstore.app:create_app_from_env",
-        factory=True,
-        address=settings.host,
-        port=settings.port,
+    configure_logging(settings.log_level)
+    structlog.get_logger("plantstore").info(
+        f"plantstore {__version__} serving http://{settings.host}:{settings.port}",
+        version=__version__,
+        address=f"http://{settings.host}:{settings.port}",
+        database=redacted(settings.database_url),
         workers=settings.workers,
-        interface=Interfaces.ASGI,
-        loop=Loops.asyncio,  # not "auto": an installed rloop breaks asyncpg's transports
-        http1_settings=HTTP1Settings(
-            header_read_timeout=int(settings.header_timeout * 1000),
-            max_buffer_size=MAX_HEADER_BYTES,  # a longer head is refused (431) unread
-        ),
-    ).serve()
+    )
+    with _metrics_directory(settings.workers):
+        Granian(
+            "plantstore.app:create_app_from_env",
+            factory=True,
+            address=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            interface=Interfaces.ASGI,
+            loop=Loops.asyncio,  # not "auto": an installed rloop breaks asyncpg's transports
+            http1_settings=HTTP1Settings(
+                header_read_timeout=int(settings.header_timeout * 1000),
+                max_buffer_size=MAX_HEADER_BYTES,  # a longer head is refused (431) unread
+            ),
+            workers_kill_timeout=math.ceil(settings.shutdown_timeout),
+        ).serve()
+
+
+@contextlib.contextmanager
+def _metrics_directory(workers: int) -> Iterator[None]:
+    """With several workers, a fresh directory where each writes its metrics for the others."""
+    if workers == 1 or os.environ.get(MULTIPROCESS_VARIABLE):
+        yield  # one process keeps them in memory; an operator's own directory is theirs
+        return
+    with tempfile.TemporaryDirectory(prefix="plantstore-metrics-") as directory:
+        os.environ[MULTIPROCESS_VARIABLE] = directory
+        try:
+            yield
+        finally:
+            del os.environ[MULTIPROCESS_VARIABLE]
 
 
 def _issue_first_token(settings: Settings) -> None:

@@ -6,6 +6,8 @@ line instead of failing on the first request.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Literal
 
 from limits import RateLimitItem, parse
@@ -15,6 +17,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from .database_url import Backend, backend_of
 
 DEFAULT_DATABASE_URL = "sqlite:///data/plantstore.db"
+# Loopback and the private ranges: where a Prometheus server scraping the service sits.
+PRIVATE_NETWORKS = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
+
+
+_ORIGIN = re.compile(r"https?://[^/\s,]+")
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 
 
 def parse_rate(text: str) -> RateLimitItem | None:
@@ -53,6 +61,10 @@ class Settings(BaseSettings):
     header_timeout: float = Field(default=10.0, gt=0.0, le=10.0)  # seconds to send headers
     body_timeout: float = Field(default=30.0, gt=0.0, le=30.0)  # seconds to send a body
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    access_log: bool = True  # one line per request
+    metrics_allow: str = PRIVATE_NETWORKS  # who may read /metrics: networks, "*" or "off"
+    cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser
+    shutdown_timeout: float = Field(default=30.0, gt=0.0, le=600.0)  # for in-flight requests
 
     @field_validator("database_url")
     @classmethod
@@ -67,6 +79,20 @@ class Settings(BaseSettings):
             parse_rate(text)
         except ValueError:
             raise ValueError(f"{text!r} is not a rate such as '100/second' or 'off'") from None
+        return text
+
+    @field_validator("metrics_allow")
+    @classmethod
+    def _known_networks(cls, text: str) -> str:
+        parse_networks(text)
+        return text
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _known_origins(cls, text: str) -> str:
+        for origin in split_list(text):
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ValueError(f"{origin!r} is not an origin such as 'https://docs.example.com'")
         return text
 
     @model_validator(mode="after")
@@ -84,7 +110,35 @@ class Settings(BaseSettings):
 
     @property
     def trusted_proxy_addresses(self) -> frozenset[str]:
-        return frozenset(part.strip() for part in self.trusted_proxies.split(",") if part.strip())
+        return frozenset(split_list(self.trusted_proxies))
+
+    @property
+    def metrics_networks(self) -> Networks | None:
+        return parse_networks(self.metrics_allow)
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return split_list(self.cors_origins)
+
+
+def split_list(text: str) -> list[str]:
+    """The items of a comma-separated setting, without blanks."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_networks(text: str) -> Networks | None:
+    """``"off"``: none (None); ``"*"``: every caller (empty); else a list of networks."""
+    if text.strip().lower() == "off":
+        return None
+    if text.strip() == "*":
+        return ()
+    try:
+        networks = tuple(ipaddress.ip_network(part) for part in split_list(text))
+    except ValueError:
+        networks = ()
+    if not networks:
+        raise ValueError(f"{text!r} is not '*', 'off' or a list such as '10.0.0.0/8,::1'")
+    return networks
 
 
 def load_settings(**overrides: object) -> Settings:

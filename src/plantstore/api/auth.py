@@ -14,6 +14,7 @@ from starlette.requests import Request
 from ..errors import InvalidToken
 from ..store import Store, TokenRecord
 from ..tokens import bearer_token, hash_token
+from .observe import USER_KEY
 from .ratelimit import RateLimits, client_address
 
 _MAX_CACHED = 10_000
@@ -54,6 +55,7 @@ class Authenticator:
                 raise InvalidToken()
         elif not record.usable_at(time.time()):
             raise InvalidToken()
+        request.scope[USER_KEY] = record.user_id  # for the access log
         # Keyed by the hash, not the id: deployments sharing one Redis never share a budget.
         await self._limits.spend_token_request(token_hash)
         return record

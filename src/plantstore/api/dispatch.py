@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import PlantstoreError
 from . import plants
+from .observe import ROUTE_KEY
 from .responses import error_response, unexpected_error_response
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -54,10 +55,14 @@ def _handler_for(scope: Scope) -> Handler | None:
         return None  # mounted under a prefix: leave path matching to Starlette
     path: str = scope["path"]
     if path == "/plants":
-        return _COLLECTION.get(scope["method"])
+        handler = _COLLECTION.get(scope["method"])
+        if handler is not None:
+            scope[ROUTE_KEY] = "/plants"
+        return handler
     if scope["method"] == "DELETE" and path.startswith(_ITEM_PREFIX):
         plant_id = path[len(_ITEM_PREFIX) :]
         if plant_id and "/" not in plant_id:  # Starlette's ``{id}``: one non-empty segment
             scope["path_params"] = {"id": plant_id}
+            scope[ROUTE_KEY] = "/plants/{id}"
             return plants.delete_plant
     return None

@@ -53,5 +53,12 @@ def error_response(status: int, message: str, headers: Mapping[str, str] | None 
 
 def unexpected_error_response(request: Request, exc: Exception) -> Response:
     """A 500 for a fault of ours: the details go to the log, never to the client."""
-    log.error("unexpected fault on %s %s", request.method, request.url.path, exc_info=exc)
+    request_id = request.scope.get("plantstore.request_id", b"-").decode("ascii")
+    log.error(
+        "unexpected fault on %s %s (request %s)",
+        request.method,
+        request.url.path,
+        request_id,
+        exc_info=exc,
+    )
     return error_response(500, "internal server error")

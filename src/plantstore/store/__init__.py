@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..database_url import sqlite_path
 from ..settings import Settings
 from .base import CreateOutcome, PlantRecord, Store, StoreOpenError, TokenRecord
@@ -20,8 +22,11 @@ __all__ = [
 ]
 
 
-def open_store(settings: Settings) -> Store:
-    """Return the (not yet opened) store that ``settings.database_url`` names."""
+def open_store(settings: Settings, on_commit: Callable[[int], None] | None = None) -> Store:
+    """Return the (not yet opened) store that ``settings.database_url`` names.
+
+    ``on_commit`` hears how many writes each SQLite group commit carried.
+    """
     if settings.backend == "postgresql":
         return PostgresStore(
             settings.database_url,
@@ -37,4 +42,5 @@ def open_store(settings: Settings) -> Store:
         max_batch=settings.max_batch,
         busy_timeout_ms=settings.busy_timeout_ms,
         max_plants_per_user=settings.max_plants_per_user,
+        on_commit=on_commit,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .base import CreateOutcome, PlantRecord, TokenRecord
@@ -30,12 +31,17 @@ class SQLiteStore:
         max_batch: int = 512,
         busy_timeout_ms: int = 5_000,
         max_plants_per_user: int | None = None,
+        on_commit: Callable[[int], None] | None = None,
     ) -> None:
         self.path = path
         self._max_plants = max_plants_per_user
         self._busy_timeout_ms = busy_timeout_ms
         self.writer = Writer(
-            path, group_commit=group_commit, max_batch=max_batch, busy_timeout_ms=busy_timeout_ms
+            path,
+            group_commit=group_commit,
+            max_batch=max_batch,
+            busy_timeout_ms=busy_timeout_ms,
+            on_commit=on_commit,
         )
         self._reader: sqlite3.Connection | None = None
 

@@ -48,7 +48,15 @@ _STOP = object()
 class Writer:
     """Runs write jobs on a dedicated thread; ``submit`` resolves after the commit is synced."""
 
-    def __init__(self, path: Path, *, group_commit: bool, max_batch: int, busy_timeout_ms: int):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        group_commit: bool,
+        max_batch: int,
+        busy_timeout_ms: int,
+        on_commit: Callable[[int], None] | None = None,
+    ):
         self._path = path
         self._max_batch = max_batch if group_commit else 1
         self._busy_timeout_ms = busy_timeout_ms
@@ -58,6 +66,7 @@ class Writer:
         self._startup_error: BaseException | None = None
         self.commits = 0  # transactions committed (one fsync each)
         self.jobs_committed = 0  # writes those transactions carried
+        self._on_commit = on_commit  # told each commit's number of writes (for metrics)
 
     def start(self) -> None:
         self._thread.start()
@@ -132,6 +141,8 @@ class Writer:
             conn.execute("COMMIT")
             self.commits += 1
             self.jobs_committed += len(batch)
+            if self._on_commit is not None:
+                self._on_commit(len(batch))
         except Exception as exc:
             log.exception("group commit of %d writes failed", len(batch))
             if conn.in_transaction:

@@ -1,0 +1,288 @@
+"""What an operator sees: request ids, /metrics (and who may read it), one access line per
+request, and the startup line. In process where the app alone decides, and against real
+``plantstore serve`` processes where the server, the workers or stdout are part of the promise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+
+from plantstore import __version__
+from plantstore.app import create_app
+from plantstore.settings import Settings
+
+from .conftest import (
+    LiveServer,
+    assert_error,
+    bearer,
+    new_database_url,
+    run_cli,
+    start_server,
+    stop_server,
+    token_from_output,
+)
+
+Headers = dict[str, str]
+GENERATED_ID = re.compile(r"[0-9a-f]{24}")
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a Prometheus text page, keyed by name and labels."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[sample.name, frozenset(sample.labels.items())] = sample.value
+    return found
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    return samples(text).get((name, frozenset(labels.items())), 0.0)
+
+
+@pytest.fixture
+def open_metrics(settings: Settings) -> TestClient:
+    """An in-process client whose /metrics answers anyone (the test client has no IP)."""
+    return TestClient(
+        create_app(settings.model_copy(update={"metrics_allow": "*"})),
+        raise_server_exceptions=False,
+    )
+
+
+# --- request ids -----------------------------------------------------------------------------
+
+
+def test_a_safe_request_id_is_returned_as_given(client: TestClient, alice: Headers) -> None:
+    given = "edge-7f3a.b9:42/x+y="
+    response = client.get("/plants", headers={**alice, "X-Request-ID": given})
+    assert response.status_code == 200
+    assert response.headers["x-request-id"] == given
+
+
+@pytest.mark.parametrize("given", ["", "has space", "x" * 129, "semi;colon", 'quote"d', "ünïcode"])
+def test_an_unsafe_or_missing_request_id_is_replaced(
+    client: TestClient, alice: Headers, given: str
+) -> None:
+    headers = [(name.encode(), value.encode()) for name, value in alice.items()]
+    response = client.get("/plants", headers=[*headers, (b"X-Request-ID", given.encode())])
+    assert GENERATED_ID.fullmatch(response.headers["x-request-id"])
+
+
+def test_every_answer_has_its_own_request_id(client: TestClient, alice: Headers) -> None:
+    answers = [
+        client.get("/plants", headers=alice),
+        client.get("/plants"),  # 401
+        client.get("/nowhere"),  # 404
+        client.put("/plants", headers=alice),  # 405
+        client.get("/healthz"),
+        client.get("/docs"),
+    ]
+    ids = [answer.headers["x-request-id"] for answer in answers]
+    assert all(GENERATED_ID.fullmatch(request_id) for request_id in ids)
+    assert len(set(ids)) == len(ids)
+
+
+# --- /metrics, in process --------------------------------------------------------------------
+
+
+def test_requests_are_counted_by_route_template_and_status(
+    open_metrics: TestClient, issue_token: Any
+) -> None:
+    headers = bearer(issue_token("carol"))
+    with open_metrics as client:
+        before = client.get("/metrics").text
+        assert (
+            client.post("/plants", json={"id": 1, "name": "a"}, headers=headers).status_code == 200
+        )
+        for plant_id in (1, 2, 3):
+            client.delete(f"/plants/{plant_id}", headers=headers)
+        client.get("/no/such/path/42")
+        client.get("/plants")
+        after = client.get("/metrics")
+    assert after.status_code == 200
+    assert after.headers["content-type"].startswith("text/plain; version=")
+    name = "plantstore_http_requests_total"
+
+    def delta(**labels: str) -> float:
+        return sample(after.text, name, **labels) - sample(before, name, **labels)
+
+    assert delta(method="POST", route="/plants", status="200") == 1
+    assert delta(method="DELETE", route="/plants/{id}", status="204") == 1
+    assert delta(method="DELETE", route="/plants/{id}", status="404") == 2
+    assert delta(method="GET", route="unmatched", status="404") == 1
+    assert delta(method="GET", route="/plants", status="401") == 1
+    assert "/plants/1" not in after.text  # templates, never raw paths
+    assert "/no/such/path" not in after.text
+
+
+def test_latency_store_and_commit_metrics_move(
+    open_metrics: TestClient, issue_token: Any, backend: str
+) -> None:
+    headers = bearer(issue_token("dave"))
+    with open_metrics as client:
+        before = client.get("/metrics").text
+        for plant_id in range(5):
+            client.post("/plants", json={"id": plant_id, "name": "n"}, headers=headers)
+        client.get("/plants", headers=headers)
+        after = client.get("/metrics").text
+
+    def delta(name: str, **labels: str) -> float:
+        return sample(after, name, **labels) - sample(before, name, **labels)
+
+    timer = "plantstore_http_request_duration_seconds_count"
+    assert delta(timer, method="POST", route="/plants") == 5
+    store = "plantstore_store_operation_duration_seconds_count"
+    assert delta(store, operation="create_plant") == 5
+    assert delta(store, operation="list_plants") == 1
+    assert delta("plantstore_http_request_duration_seconds_sum", method="GET", route="/plants") > 0
+    assert sample(after, "plantstore_http_requests_in_flight") >= 1  # the scrape itself
+    if backend == "sqlite":
+        commits = delta("plantstore_group_commit_batch_size_count")
+        writes = delta("plantstore_group_commit_batch_size_sum")
+        assert 1 <= commits <= writes
+        assert writes >= 5  # every create went through a commit (the token touch may too)
+
+
+# --- /metrics exposure, on a real server (a real peer address) --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("allow", "status"),
+    [(None, 200), ("127.0.0.1/32", 200), ("*", 200), ("10.0.0.0/8,fc00::/7", 403), ("off", 404)],
+)
+def test_metrics_exposure_follows_the_setting(
+    tmp_path: Path, allow: str | None, status: int
+) -> None:
+    env = {} if allow is None else {"PLANTSTORE_METRICS_ALLOW": allow}
+    server = start_server(f"sqlite:///{tmp_path / 'm.db'}", tmp_path / "server.log", **env)
+    try:
+        response = httpx.get(f"{server.base_url}/metrics", timeout=10)
+    finally:
+        stop_server(server)
+    if status == 200:
+        assert response.status_code == 200
+        assert "plantstore_http_requests_total" in response.text
+    else:
+        message = assert_error(response, status)
+        assert ("metrics" in message) if status == 403 else True
+
+
+# --- several workers: one total --------------------------------------------------------------
+
+
+@pytest.mark.own_database
+def test_totals_add_up_across_worker_processes(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = new_database_url("postgres", tmp_path, request)
+    server = start_server(url, tmp_path / "server.log", "--workers", "2")
+    requests = 120
+    try:
+        for _ in range(requests):  # a new connection each: the kernel spreads them over workers
+            answer = httpx.get(f"{server.base_url}/plants", headers=bearer(server.token))
+            assert answer.status_code == 200
+        scrapes = [httpx.get(f"{server.base_url}/metrics", timeout=10) for _ in range(6)]
+    finally:
+        stop_server(server)
+    counted = [
+        sample(
+            scrape.text,
+            "plantstore_http_requests_total",
+            method="GET",
+            route="/plants",
+            status="200",
+        )
+        for scrape in scrapes
+    ]
+    assert counted == [requests] * len(scrapes), counted  # whichever worker answered
+
+
+# --- logs ------------------------------------------------------------------------------------
+
+
+def log_records(server: LiveServer) -> list[dict[str, Any]]:
+    lines = server.log_path.read_text().splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def test_one_json_access_line_per_request_without_the_token(tmp_path: Path) -> None:
+    db_url = f"sqlite:///{tmp_path / 'log.db'}"
+    server = start_server(db_url, tmp_path / "server.log")
+    token = token_from_output(run_cli(db_url, "token", "create", "erin"))
+    try:
+        with server.client() as http:
+            http.post(
+                "/plants",
+                json={"id": 9, "name": "fern"},
+                headers={**bearer(token), "X-Request-ID": "trace-9"},
+            )
+            http.delete("/plants/9", headers=bearer(token))
+            http.get("/plants", headers=bearer("pst_not_a_real_token"))
+            http.get("/plants/9")
+    finally:
+        stop_server(server)
+    text = server.log_path.read_text()
+    assert token not in text
+    assert "pst_not_a_real_token" not in text
+    access = [  # start_server's own /healthz polls aside
+        record
+        for record in log_records(server)
+        if record.get("logger") == "plantstore.access" and record["route"] != "/healthz"
+    ]
+    assert [(r["method"], r["route"], r["status"]) for r in access] == [
+        ("POST", "/plants", 200),
+        ("DELETE", "/plants/{id}", 204),
+        ("GET", "/plants", 401),
+        ("GET", "/plants/{id}", 405),
+    ]
+    assert access[0]["request_id"] == "trace-9"
+    assert all(GENERATED_ID.fullmatch(r["request_id"]) for r in access[1:])
+    erin = access[0]["user_id"]
+    assert isinstance(erin, int)
+    assert [r["user_id"] for r in access] == [erin, erin, None, None]
+    for record in access:
+        assert record["event"] == "request"
+        assert record["level"] == "info"
+        assert isinstance(record["duration_ms"], float)
+        assert record["duration_ms"] >= 0
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", record["timestamp"])
+
+
+def test_access_log_can_be_turned_off(tmp_path: Path) -> None:
+    server = start_server(
+        f"sqlite:///{tmp_path / 'quiet.db'}", tmp_path / "server.log", PLANTSTORE_ACCESS_LOG="false"
+    )
+    try:
+        httpx.get(f"{server.base_url}/plants", headers=bearer(server.token))
+    finally:
+        stop_server(server)
+    records = log_records(server)
+    assert records, "the startup line is still logged"
+    assert not [record for record in records if record.get("logger") == "plantstore.access"]
+
+
+def test_startup_line_gives_version_address_and_database(tmp_path: Path) -> None:
+    db_url = f"sqlite:///{tmp_path / 'start.db'}"
+    server = start_server(db_url, tmp_path / "server.log")
+    stop_server(server)
+    startup = next(r for r in log_records(server) if r.get("logger") == "plantstore")
+    assert startup["version"] == __version__
+    assert startup["address"] == server.base_url
+    assert startup["database"] == db_url
+    assert server.base_url in startup["event"]
+
+
+def test_startup_line_hides_the_database_password(tmp_path: Path, postgres: Any) -> None:
+    url = postgres.create_database()
+    with_password = url.replace("postgres@", "postgres:hunter2@", 1)
+    assert "hunter2" in with_password
+    server = start_server(with_password, tmp_path / "server.log")
+    stop_server(server)
+    assert "hunter2" not in server.log_path.read_text()
