@@ -21,6 +21,9 @@ A plant store: each user adds, lists and deletes their own plants.
 Every `/plants` operation needs `Authorization: Bearer <token>`; an operator issues tokens
 with `plantstore token create USER`. Ids are scoped to their owner. Every error answers the
 `Error` body, whose `error` equals the HTTP status.
+
+Every answer carries `X-Request-ID`: the request's own, when it sent a short one of letters,
+digits and `._:/+=-`, or a fresh one; the access log records it.
 """
 
 
@@ -95,7 +98,12 @@ _LIST = {
                     "schema": {"type": "string"},
                 }
             },
-            "content": {JSON: {"schema": {"type": "array", "items": _ref("Plant")}}},
+            "content": {
+                JSON: {
+                    "schema": {"type": "array", "items": _ref("Plant")},
+                    "example": [{"name": "Monstera", "tag": "tropical"}, {"name": "Fern"}],
+                }
+            },
         },
         "400": _error("`limit` or `cursor` is invalid or repeated."),
         **_COMMON_ERRORS,
@@ -121,7 +129,9 @@ _CREATE = {
     "responses": {
         "200": {
             "description": "The plant response.",
-            "content": {JSON: {"schema": _ref("Plant")}},
+            "content": {
+                JSON: {"schema": _ref("Plant"), "example": {"name": "Monstera", "tag": "tropical"}}
+            },
             "links": {
                 "DeletePlant": {
                     "operationId": "deletePlant",
@@ -159,13 +169,36 @@ _DELETE = {
 }
 
 
-def _probe(summary: str, *, needs_store: bool) -> dict[str, Any]:
+def _probe(operation_id: str, summary: str, *, needs_store: bool) -> dict[str, Any]:
     responses: dict[str, Any] = {
         "200": {"description": "OK", "content": {JSON: {"schema": _ref("Status")}}}
     }
     if needs_store:
         responses["503"] = {"$ref": "#/components/responses/Unavailable"}
-    return {"summary": summary, "security": [], "tags": ["operations"], "responses": responses}
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "security": [],
+        "tags": ["operations"],
+        "responses": responses,
+    }
+
+
+_METRICS = {
+    "operationId": "metrics",
+    "summary": "Prometheus metrics",
+    "description": "Served to the networks `PLANTSTORE_METRICS_ALLOW` names (loopback and the "
+    "private ranges unless set; `off` removes the route).",
+    "security": [],
+    "tags": ["operations"],
+    "responses": {
+        "200": {
+            "description": "The Prometheus text format.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+        "403": _error("Metrics are not exposed to the caller's address."),
+    },
+}
 
 
 def _components() -> dict[str, Any]:
@@ -225,8 +258,9 @@ def build_document() -> Document:
                 "post": {**_CREATE, "tags": ["plants"]},
             },
             "/plants/{id}": {"delete": {**_DELETE, "tags": ["plants"]}},
-            "/healthz": {"get": _probe("The process is alive", needs_store=False)},
-            "/readyz": {"get": _probe("The store is reachable", needs_store=True)},
+            "/healthz": {"get": _probe("healthz", "The process is alive", needs_store=False)},
+            "/readyz": {"get": _probe("readyz", "The store is reachable", needs_store=True)},
+            "/metrics": {"get": _METRICS},
         },
         "components": _components(),
     }
