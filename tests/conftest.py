@@ -320,7 +320,8 @@ def child_pids(pid: int) -> set[int]:
     """The processes whose parent is ``pid`` (granian's workers), from /proc."""
     children: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        children.update(int(word) for word in (task / "children").read_text().split())
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            children.update(int(word) for word in (task / "children").read_text().split())
     return children
 
 
@@ -332,13 +333,13 @@ def kill_server(server: LiveServer) -> None:
 
 
 def stop_server(server: LiveServer) -> None:
+    """SIGTERM, as an operator would; if that does not end it, SIGKILL it and its workers."""
     if server.process.poll() is None:
         server.process.terminate()
         try:
             server.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait()
+            kill_server(server)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import signal
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -110,6 +111,13 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         database=redacted(settings.database_url),
         workers=settings.workers,
     )
+    # A forked worker inherits this process's SIGTERM handler until granian installs its own,
+    # 0.1 s later; a SIGTERM in between was lost, and that worker served on until killed.
+    os.register_at_fork(
+        before=_hold_stop_signals,
+        after_in_parent=_release_stop_signals,
+        after_in_child=_stop_signals_end_a_starting_worker,
+    )
     with _metrics_directory(settings.workers):
         Granian(
             "plantstore.app:create_app_from_env",
@@ -125,6 +133,33 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
             ),
             workers_kill_timeout=math.ceil(settings.shutdown_timeout),
         ).serve()
+
+
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+def _hold_stop_signals() -> None:
+    """Around each fork, the kernel holds stop signals: Python would drop one caught mid-fork."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def _release_stop_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+def _stop_signals_end_a_starting_worker() -> None:
+    """In a just-forked worker: a stop signal ends it, until granian's handler replaces this.
+
+    Installed while the signals are still held, so one sent during the fork is delivered
+    here, to this handler, once they are released.
+    """
+    for stop in _STOP_SIGNALS:
+        signal.signal(stop, _end_starting_worker)
+    _release_stop_signals()
+
+
+def _end_starting_worker(signum: int, frame: object) -> None:
+    os._exit(0)  # nothing is open yet: the store opens after granian takes the signals over
 
 
 @contextlib.contextmanager

@@ -64,7 +64,8 @@ class Settings(BaseSettings):
     access_log: bool = True  # one line per request
     metrics_allow: str = PRIVATE_NETWORKS  # who may read /metrics: networks, "*" or "off"
     cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser
-    shutdown_timeout: float = Field(default=30.0, gt=0.0, le=600.0)  # for in-flight requests
+    # Seconds in-flight requests get after SIGTERM; under docker stop's 10 s grace period.
+    shutdown_timeout: float = Field(default=8.0, gt=0.0, le=600.0)
 
     @field_validator("database_url")
     @classmethod
