@@ -12,7 +12,7 @@ FROM ${PYTHON_IMAGE} AS builder
 WORKDIR /src
 COPY constraints.txt ./
 RUN pip install --no-cache-dir --disable-pip-version-check -c constraints.txt build
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY src/ src/
 RUN python -m build --wheel --outdir /wheels .
 
@@ -35,11 +35,13 @@ RUN python -m venv /opt/plantstore \
 # Created and owned above, so a fresh named volume starts out writable by the service.
 VOLUME /data
 WORKDIR /data
+# The metrics listener answers outside the container too; publish 9464 only to the scraper.
 ENV PLANTSTORE_DATABASE_URL=sqlite:////data/plantstore.db \
     PLANTSTORE_HOST=0.0.0.0 \
-    PLANTSTORE_PORT=8000
+    PLANTSTORE_PORT=8000 \
+    PLANTSTORE_METRICS_ADDRESS=0.0.0.0:9464
 USER 10001:10001
-EXPOSE 8000
+EXPOSE 8000 9464
 
 # /readyz is 200 only when the database answers; urllib raises (exit 1) on a 503 or no answer.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \

@@ -41,8 +41,13 @@ TEST_POSTGRES_URL = os.environ.get(pg.URL_VARIABLE)
 REQUIRE_POSTGRES = os.environ.get(pg.REQUIRE_VARIABLE) == "1"
 NO_SKIPS_VARIABLE = "PLANTSTORE_TEST_NO_SKIPS"
 NO_SKIPS = os.environ.get(NO_SKIPS_VARIABLE) == "1"
-# Tests send bursts from one address with few tokens; the rate-limit tests turn limits on.
-NO_RATE_LIMITS = {"PLANTSTORE_RATE_LIMIT": "off", "PLANTSTORE_AUTH_FAILURE_LIMIT": "off"}
+# Tests send bursts from one address with few tokens (the rate-limit tests turn limits on),
+# and run servers side by side (the metrics tests give theirs a free metrics port).
+QUIET_SERVER_ENV = {
+    "PLANTSTORE_RATE_LIMIT": "off",
+    "PLANTSTORE_AUTH_FAILURE_LIMIT": "off",
+    "PLANTSTORE_METRICS_ADDRESS": "off",
+}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -61,7 +66,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("PLANTSTORE_"):
             monkeypatch.delenv(name)
-    for name, value in NO_RATE_LIMITS.items():
+    for name, value in QUIET_SERVER_ENV.items():
         monkeypatch.setenv(name, value)
 
 
@@ -273,7 +278,7 @@ class LiveServer:
 def start_server(db_url: str, log_path: Path, *args: str, **env: str) -> LiveServer:
     """Start ``plantstore serve [args]`` on a free port and wait until it answers /healthz."""
     port = free_port()
-    environment = {**os.environ, **NO_RATE_LIMITS, "PLANTSTORE_DATABASE_URL": db_url, **env}
+    environment = {**os.environ, **QUIET_SERVER_ENV, "PLANTSTORE_DATABASE_URL": db_url, **env}
     with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             [sys.executable, "-m", "plantstore", "serve", "--port", str(port), *args],

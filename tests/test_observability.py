@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +21,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from plantstore import __version__
-from plantstore.app import create_app
-from plantstore.settings import Settings
 
 from .conftest import (
+    IssueToken,
     LiveServer,
     assert_error,
     bearer,
+    child_pids,
+    free_port,
     new_database_url,
     run_cli,
     start_server,
@@ -45,15 +51,6 @@ def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 
 def sample(text: str, name: str, **labels: str) -> float:
     return samples(text).get((name, frozenset(labels.items())), 0.0)
-
-
-@pytest.fixture
-def open_metrics(settings: Settings) -> TestClient:
-    """An in-process client whose /metrics answers anyone (the test client has no IP)."""
-    return TestClient(
-        create_app(settings.model_copy(update={"metrics_allow": "*"})),
-        raise_server_exceptions=False,
-    )
 
 
 # --- request ids -----------------------------------------------------------------------------
@@ -89,49 +86,72 @@ def test_every_answer_has_its_own_request_id(client: TestClient, alice: Headers)
     assert len(set(ids)) == len(ids)
 
 
-# --- /metrics, in process --------------------------------------------------------------------
+# --- /metrics, on its own listener ------------------------------------------------------------
+
+
+@dataclass
+class Instrumented:
+    """A real server with its metrics listener on a free port of its own."""
+
+    server: LiveServer
+    metrics_url: str
+
+    def scrape(self) -> str:
+        answer = httpx.get(self.metrics_url, timeout=10)
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/plain; version=")
+        return answer.text
+
+
+@contextmanager
+def instrumented(db_url: str, log_path: Path, *args: str) -> Iterator[Instrumented]:
+    port = free_port()
+    server = start_server(db_url, log_path, *args, PLANTSTORE_METRICS_ADDRESS=f"127.0.0.1:{port}")
+    try:
+        yield Instrumented(server, f"http://127.0.0.1:{port}/metrics")
+    finally:
+        stop_server(server)
 
 
 def test_requests_are_counted_by_route_template_and_status(
-    open_metrics: TestClient, issue_token: Any
+    db_url: str, tmp_path: Path, issue_token: IssueToken
 ) -> None:
     headers = bearer(issue_token("carol"))
-    with open_metrics as client:
-        before = client.get("/metrics").text
-        assert (
-            client.post("/plants", json={"id": 1, "name": "a"}, headers=headers).status_code == 200
-        )
+    with instrumented(db_url, tmp_path / "server.log") as live, live.server.client() as http:
+        before = live.scrape()
+        assert http.post("/plants", json={"id": 1, "name": "a"}, headers=headers).status_code == 200
         for plant_id in (1, 2, 3):
-            client.delete(f"/plants/{plant_id}", headers=headers)
-        client.get("/no/such/path/42")
-        client.get("/plants")
-        after = client.get("/metrics")
-    assert after.status_code == 200
-    assert after.headers["content-type"].startswith("text/plain; version=")
+            http.delete(f"/plants/{plant_id}", headers=headers)
+        http.get("/no/such/path/42")
+        http.get("/plants")
+        http.request("BREW", "/plants")  # a made-up method: counted, as "other"
+        after = live.scrape()
     name = "plantstore_http_requests_total"
 
     def delta(**labels: str) -> float:
-        return sample(after.text, name, **labels) - sample(before, name, **labels)
+        return sample(after, name, **labels) - sample(before, name, **labels)
 
     assert delta(method="POST", route="/plants", status="200") == 1
     assert delta(method="DELETE", route="/plants/{id}", status="204") == 1
     assert delta(method="DELETE", route="/plants/{id}", status="404") == 2
     assert delta(method="GET", route="unmatched", status="404") == 1
     assert delta(method="GET", route="/plants", status="401") == 1
-    assert "/plants/1" not in after.text  # templates, never raw paths
-    assert "/no/such/path" not in after.text
+    assert delta(method="other", route="/plants", status="405") == 1
+    assert "/plants/1" not in after  # templates, never raw paths
+    assert "/no/such/path" not in after
+    assert "BREW" not in after
 
 
 def test_latency_store_and_commit_metrics_move(
-    open_metrics: TestClient, issue_token: Any, backend: str
+    db_url: str, backend: str, tmp_path: Path, issue_token: IssueToken
 ) -> None:
     headers = bearer(issue_token("dave"))
-    with open_metrics as client:
-        before = client.get("/metrics").text
+    with instrumented(db_url, tmp_path / "server.log") as live, live.server.client() as http:
+        before = live.scrape()
         for plant_id in range(5):
-            client.post("/plants", json={"id": plant_id, "name": "n"}, headers=headers)
-        client.get("/plants", headers=headers)
-        after = client.get("/metrics").text
+            http.post("/plants", json={"id": plant_id, "name": "n"}, headers=headers)
+        http.get("/plants", headers=headers)
+        after = live.scrape()
 
     def delta(name: str, **labels: str) -> float:
         return sample(after, name, **labels) - sample(before, name, **labels)
@@ -142,7 +162,7 @@ def test_latency_store_and_commit_metrics_move(
     assert delta(store, operation="create_plant") == 5
     assert delta(store, operation="list_plants") == 1
     assert delta("plantstore_http_request_duration_seconds_sum", method="GET", route="/plants") > 0
-    assert sample(after, "plantstore_http_requests_in_flight") >= 1  # the scrape itself
+    assert sample(after, "plantstore_http_requests_in_flight") == 0  # nothing left running
     if backend == "sqlite":
         commits = delta("plantstore_group_commit_batch_size_count")
         writes = delta("plantstore_group_commit_batch_size_sum")
@@ -150,28 +170,72 @@ def test_latency_store_and_commit_metrics_move(
         assert writes >= 5  # every create went through a commit (the token touch may too)
 
 
-# --- /metrics exposure, on a real server (a real peer address) --------------------------------
+def test_a_client_that_leaves_mid_body_is_a_499_not_a_500(tmp_path: Path) -> None:
+    db_url = f"sqlite:///{tmp_path / 'left.db'}"
+    with instrumented(db_url, tmp_path / "server.log") as live:
+        before = live.scrape()
+        host, port = live.server.base_url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(
+                b"POST /plants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Authorization: Bearer {live.server.token}\r\n".encode()
+                + b'Content-Length: 100\r\n\r\n{"id": 1'
+            )
+            time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while True:
+            after = live.scrape()
+            left = sample(
+                after,
+                "plantstore_http_requests_total",
+                method="POST",
+                route="/plants",
+                status="499",
+            )
+            if left or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    assert (
+        left
+        - sample(
+            before, "plantstore_http_requests_total", method="POST", route="/plants", status="499"
+        )
+        == 1
+    )
+    assert not sample(
+        after, "plantstore_http_requests_total", method="POST", route="/plants", status="500"
+    )
 
 
-@pytest.mark.parametrize(
-    ("allow", "status"),
-    [(None, 200), ("127.0.0.1/32", 200), ("*", 200), ("10.0.0.0/8,fc00::/7", 403), ("off", 404)],
-)
-def test_metrics_exposure_follows_the_setting(
-    tmp_path: Path, allow: str | None, status: int
-) -> None:
-    env = {} if allow is None else {"PLANTSTORE_METRICS_ALLOW": allow}
-    server = start_server(f"sqlite:///{tmp_path / 'm.db'}", tmp_path / "server.log", **env)
+def test_metrics_stay_off_the_api_address(tmp_path: Path) -> None:
+    """The API's address serves the contract's routes only: /metrics there is a 404."""
+    with instrumented(f"sqlite:///{tmp_path / 'm.db'}", tmp_path / "server.log") as live:
+        assert_error(httpx.get(f"{live.server.base_url}/metrics", timeout=10), 404)
+        assert "plantstore_http_requests_total" in live.scrape()
+
+
+def test_metrics_off_opens_no_listener(tmp_path: Path) -> None:
+    port = free_port()
+    server = start_server(f"sqlite:///{tmp_path / 'off.db'}", tmp_path / "server.log")
     try:
-        response = httpx.get(f"{server.base_url}/metrics", timeout=10)
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2)
     finally:
         stop_server(server)
-    if status == 200:
-        assert response.status_code == 200
-        assert "plantstore_http_requests_total" in response.text
-    else:
-        message = assert_error(response, status)
-        assert ("metrics" in message) if status == 403 else True
+
+
+def test_a_taken_metrics_address_stops_serve_with_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(RuntimeError, match="cannot serve metrics on") as failure:
+            start_server(
+                f"sqlite:///{tmp_path / 't.db'}",
+                tmp_path / "server.log",
+                PLANTSTORE_METRICS_ADDRESS=address,
+            )
+    assert "Traceback" not in str(failure.value)
 
 
 # --- several workers: one total --------------------------------------------------------------
@@ -182,26 +246,19 @@ def test_totals_add_up_across_worker_processes(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     url = new_database_url("postgres", tmp_path, request)
-    server = start_server(url, tmp_path / "server.log", "--workers", "2")
     requests = 120
-    try:
+    with instrumented(url, tmp_path / "server.log", "--workers", "2") as live:
         for _ in range(requests):  # a new connection each: the kernel spreads them over workers
-            answer = httpx.get(f"{server.base_url}/plants", headers=bearer(server.token))
+            answer = httpx.get(f"{live.server.base_url}/plants", headers=bearer(live.server.token))
             assert answer.status_code == 200
-        scrapes = [httpx.get(f"{server.base_url}/metrics", timeout=10) for _ in range(6)]
-    finally:
-        stop_server(server)
+        scrapes = [live.scrape() for _ in range(3)]
+        workers = child_pids(live.server.process.pid)
     counted = [
-        sample(
-            scrape.text,
-            "plantstore_http_requests_total",
-            method="GET",
-            route="/plants",
-            status="200",
-        )
-        for scrape in scrapes
+        sample(text, "plantstore_http_requests_total", method="GET", route="/plants", status="200")
+        for text in scrapes
     ]
-    assert counted == [requests] * len(scrapes), counted  # whichever worker answered
+    assert len(workers) == 2, workers
+    assert counted == [requests] * len(scrapes), counted  # the two workers' counts, added up
 
 
 # --- logs ------------------------------------------------------------------------------------

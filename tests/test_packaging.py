@@ -43,7 +43,11 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 SLOW = pytest.mark.timeout(900)
 # As in conftest.py (not imported, so that mypy can check this file on its own: the
 # source tree it would pull in has no py.typed marker when analysed from here).
-NO_RATE_LIMITS = {"PLANTSTORE_RATE_LIMIT": "off", "PLANTSTORE_AUTH_FAILURE_LIMIT": "off"}
+QUIET_SERVER_ENV = {
+    "PLANTSTORE_RATE_LIMIT": "off",
+    "PLANTSTORE_AUTH_FAILURE_LIMIT": "off",
+    "PLANTSTORE_METRICS_ADDRESS": "off",
+}
 
 
 def free_port() -> int:
@@ -288,7 +292,7 @@ def outside_environment(venv: Path, **extra: str) -> dict[str, str]:
     hidden = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PLANTSTORE_")
     environment = {name: value for name, value in os.environ.items() if not name.startswith(hidden)}
     environment["PATH"] = f"{venv / 'bin'}{os.pathsep}{environment.get('PATH', '')}"
-    return {**environment, **NO_RATE_LIMITS, **extra}
+    return {**environment, **QUIET_SERVER_ENV, **extra}
 
 
 # --- the tests --------------------------------------------------------------------------

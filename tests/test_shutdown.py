@@ -34,7 +34,7 @@ import httpx
 import pytest
 
 from .conftest import (
-    NO_RATE_LIMITS,
+    QUIET_SERVER_ENV,
     IssueToken,
     LiveServer,
     all_plants,
@@ -370,7 +370,7 @@ def test_sigterm_while_the_workers_start_stops_them_before_they_serve(
     log_path = tmp_path / "server.log"
     environment = {
         **os.environ,
-        **NO_RATE_LIMITS,
+        **QUIET_SERVER_ENV,
         "PLANTSTORE_DATABASE_URL": db_url,
         "PLANTSTORE_SHUTDOWN_TIMEOUT": "25",  # longer than STARTING_BOUND: no kill may hide it
     }

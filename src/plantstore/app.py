@@ -24,7 +24,7 @@ from .api.auth import Authenticator
 from .api.cors import ContractCORS
 from .api.dispatch import PlantRoutes
 from .api.keepalive import DrainUnreadBody
-from .api.observe import Observe
+from .api.observe import REQUEST_ID_KEY, Observe
 from .api.ratelimit import RateLimits
 from .api.responses import error_response, unexpected_error_response
 from .api.services import Services
@@ -111,7 +111,6 @@ def _routes() -> list[Route | Mount]:
         Route("/plants/{id}", plant_routes.delete_plant, methods=["DELETE"]),
         Route("/healthz", ops.healthz, methods=["GET"]),
         Route("/readyz", ops.readyz, methods=["GET"]),
-        Route("/metrics", ops.metrics, methods=["GET"]),
         Route("/openapi.json", ops.openapi_json, methods=["GET"]),
         Route("/docs", ops.docs, methods=["GET"]),
         Mount("/docs/assets", ops.DocsAssets(directory=ops.DOCS_DIR), name="docs-assets"),
@@ -130,4 +129,7 @@ async def _on_routing_error(request: Request, exc: Exception) -> Response:
 
 
 async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
-    return unexpected_error_response(request, exc)
+    response = unexpected_error_response(request, exc)
+    # Starlette sends this from outside every middleware, so Observe cannot add the id.
+    response.headers["X-Request-ID"] = request.scope.get(REQUEST_ID_KEY, b"-").decode("ascii")
+    return response

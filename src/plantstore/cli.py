@@ -26,6 +26,7 @@ from . import __version__
 from .database_url import redacted
 from .errors import PlantstoreError
 from .logs import configure_logging
+from .metrics_server import MULTIPROCESS_VARIABLE, serve_metrics
 from .settings import Settings, SettingsError, load_settings
 from .store import Store, StoreOpenError, TokenRecord, open_store
 from .store.migrate import upgrade
@@ -37,8 +38,6 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 _USER_NAME = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]{1,128}")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,128}")
 DEFAULT_USER = "default"
-# prometheus_client's own variable; set here, before any worker imports it (see metrics.py).
-MULTIPROCESS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; granian (hyper) answers 431 past it
 
 
@@ -118,7 +117,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         after_in_parent=_release_stop_signals,
         after_in_child=_stop_signals_end_a_starting_worker,
     )
-    with _metrics_directory(settings.workers):
+    with _metrics(settings.metrics_listen):
         Granian(
             "plantstore.app:create_app_from_env",
             factory=True,
@@ -136,15 +135,20 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
 
 
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+_SUPERVISOR_PID = os.getpid()  # the hooks below act on forks of this process (workers) only
+_held_mask: set[int | signal.Signals] = set()
 
 
 def _hold_stop_signals() -> None:
     """Around each fork, the kernel holds stop signals: Python would drop one caught mid-fork."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    if os.getpid() == _SUPERVISOR_PID:
+        _held_mask.clear()
+        _held_mask.update(signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS))
 
 
 def _release_stop_signals() -> None:
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    if os.getpid() == _SUPERVISOR_PID:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _held_mask)
 
 
 def _stop_signals_end_a_starting_worker() -> None:
@@ -153,9 +157,11 @@ def _stop_signals_end_a_starting_worker() -> None:
     Installed while the signals are still held, so one sent during the fork is delivered
     here, to this handler, once they are released.
     """
+    if os.getppid() != _SUPERVISOR_PID:
+        return  # a fork made by a worker, or by something else: not ours to change
     for stop in _STOP_SIGNALS:
         signal.signal(stop, _end_starting_worker)
-    _release_stop_signals()
+    signal.pthread_sigmask(signal.SIG_SETMASK, _held_mask)
 
 
 def _end_starting_worker(signum: int, frame: object) -> None:
@@ -163,13 +169,20 @@ def _end_starting_worker(signum: int, frame: object) -> None:
 
 
 @contextlib.contextmanager
-def _metrics_directory(workers: int) -> Iterator[None]:
-    """With several workers, a fresh directory where each writes its metrics for the others."""
-    if workers == 1 or os.environ.get(MULTIPROCESS_VARIABLE):
-        yield  # one process keeps them in memory; an operator's own directory is theirs
+def _metrics(listen: tuple[str, int] | None) -> Iterator[None]:
+    """``/metrics`` on its own address, fed by every worker through a fresh shared directory."""
+    if listen is None:
+        yield
         return
+    host, port = listen
     with tempfile.TemporaryDirectory(prefix="plantstore-metrics-") as directory:
-        os.environ[MULTIPROCESS_VARIABLE] = directory
+        try:
+            serve_metrics(host, port, directory)
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot serve metrics on {host}:{port} ({exc.strerror}); "
+                "set PLANTSTORE_METRICS_ADDRESS to another address, or to off"
+            ) from None
         try:
             yield
         finally:

@@ -4,8 +4,7 @@
       BadRequest                    400  a request the service refuses (names the field)
       Unauthenticated               401  no Authorization header, or another scheme
         InvalidToken                401  a Bearer token that is malformed/unknown/revoked/expired
-      Forbidden                     403  e.g. /metrics from an address it is not exposed to
-        QuotaExceeded               403  the user holds the most plants allowed
+      QuotaExceeded                 403  the user holds the most plants allowed
       NotFound                      404
       RequestTimeout                408  the body did not arrive within the body deadline
       Conflict                      409  same id, different plant
@@ -53,12 +52,8 @@ class InvalidToken(PlantstoreError):
         super().__init__(message, {"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'})
 
 
-class Forbidden(PlantstoreError):
+class QuotaExceeded(PlantstoreError):
     status = 403
-
-
-class QuotaExceeded(Forbidden):
-    pass
 
 
 class NotFound(PlantstoreError):

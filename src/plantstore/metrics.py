@@ -1,34 +1,23 @@
-"""Prometheus metrics: what the service counts, and the text ``/metrics`` answers with.
+"""Prometheus metrics: what each worker counts.
 
-With several worker processes, ``plantstore serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at a
-fresh directory before the workers start; each worker then writes its samples there and
-``/metrics``, whichever worker answers it, adds up every worker's. With one process the
-samples stay in memory. Only the workers import this module, so the variable is always set
-before prometheus_client first looks at it.
+``plantstore serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh directory before the
+workers start; each worker writes its samples there, and the metrics listener in the main
+process (``metrics_server.py``) adds them up. Only workers import this module, after the
+variable is set. Where no server set it (the app in a test client), samples stay in memory.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client import Counter, Gauge, Histogram
 
 T = TypeVar("T")
-MULTIPROCESS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
-CONTENT_TYPE = CONTENT_TYPE_LATEST
 UNMATCHED_ROUTE = "unmatched"  # one label for every unknown path, so scanners add no series
+# Any other method name a client makes up is counted as "other", for the same reason.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # Store operations on the request path; the rest run from the command line.
 TIMED_STORE_OPERATIONS = ("create_plant", "list_plants", "delete_plant", "find_token", "ping")
 
@@ -69,6 +58,8 @@ class RequestMetrics:
         self._timers: dict[tuple[str, str], Any] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        if method not in KNOWN_METHODS:
+            method = "other"
         counter = self._counters.get((method, route, status))
         if counter is None:
             counter = REQUESTS.labels(method, route, str(status))
@@ -102,12 +93,3 @@ def time_store_operations(store: object) -> None:
 
 def observe_commit(writes: int) -> None:
     COMMIT_BATCH.observe(writes)
-
-
-def exposition() -> bytes:
-    """Every metric in the Prometheus text format, summed over the workers if there are several."""
-    if os.environ.get(MULTIPROCESS_VARIABLE):
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return generate_latest(registry)
-    return generate_latest(REGISTRY)

@@ -184,23 +184,6 @@ def _probe(operation_id: str, summary: str, *, needs_store: bool) -> dict[str, A
     }
 
 
-_METRICS = {
-    "operationId": "metrics",
-    "summary": "Prometheus metrics",
-    "description": "Served to the networks `PLANTSTORE_METRICS_ALLOW` names (loopback and the "
-    "private ranges unless set; `off` removes the route).",
-    "security": [],
-    "tags": ["operations"],
-    "responses": {
-        "200": {
-            "description": "The Prometheus text format.",
-            "content": {"text/plain": {"schema": {"type": "string"}}},
-        },
-        "403": _error("Metrics are not exposed to the caller's address."),
-    },
-}
-
-
 def _components() -> dict[str, Any]:
     _, schemas = msgspec.json.schema_components(
         [Plant, NewPlant, Error, Status], ref_template="#/components/schemas/{name}"
@@ -260,7 +243,6 @@ def build_document() -> Document:
             "/plants/{id}": {"delete": {**_DELETE, "tags": ["plants"]}},
             "/healthz": {"get": _probe("healthz", "The process is alive", needs_store=False)},
             "/readyz": {"get": _probe("readyz", "The store is reachable", needs_store=True)},
-            "/metrics": {"get": _METRICS},
         },
         "components": _components(),
     }

@@ -17,12 +17,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from .database_url import Backend, backend_of
 
 DEFAULT_DATABASE_URL = "sqlite:///data/plantstore.db"
-# Loopback and the private ranges: where a Prometheus server scraping the service sits.
-PRIVATE_NETWORKS = "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
+DEFAULT_METRICS_ADDRESS = "127.0.0.1:9464"  # loopback: a scraper elsewhere needs it set
 
 
 _ORIGIN = re.compile(r"https?://[^/\s,]+")
-Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 
 
 def parse_rate(text: str) -> RateLimitItem | None:
@@ -62,7 +60,7 @@ class Settings(BaseSettings):
     body_timeout: float = Field(default=30.0, gt=0.0, le=30.0)  # seconds to send a body
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     access_log: bool = True  # one line per request
-    metrics_allow: str = PRIVATE_NETWORKS  # who may read /metrics: networks, "*" or "off"
+    metrics_address: str = DEFAULT_METRICS_ADDRESS  # host:port of /metrics, or "off"
     cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser
     # Seconds in-flight requests get after SIGTERM; under docker stop's 10 s grace period.
     shutdown_timeout: float = Field(default=8.0, gt=0.0, le=600.0)
@@ -82,10 +80,10 @@ class Settings(BaseSettings):
             raise ValueError(f"{text!r} is not a rate such as '100/second' or 'off'") from None
         return text
 
-    @field_validator("metrics_allow")
+    @field_validator("metrics_address")
     @classmethod
-    def _known_networks(cls, text: str) -> str:
-        parse_networks(text)
+    def _known_address(cls, text: str) -> str:
+        parse_address(text)
         return text
 
     @field_validator("cors_origins")
@@ -114,8 +112,9 @@ class Settings(BaseSettings):
         return frozenset(split_list(self.trusted_proxies))
 
     @property
-    def metrics_networks(self) -> Networks | None:
-        return parse_networks(self.metrics_allow)
+    def metrics_listen(self) -> tuple[str, int] | None:
+        """Where ``/metrics`` is served, apart from the API; None when it is off."""
+        return parse_address(self.metrics_address)
 
     @property
     def cors_origin_list(self) -> list[str]:
@@ -127,19 +126,20 @@ def split_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def parse_networks(text: str) -> Networks | None:
-    """``"off"``: none (None); ``"*"``: every caller (empty); else a list of networks."""
+def parse_address(text: str) -> tuple[str, int] | None:
+    """``"host:port"`` (``"[::1]:9464"`` for IPv6) as a pair; ``"off"``: None."""
     if text.strip().lower() == "off":
         return None
-    if text.strip() == "*":
-        return ()
+    host, _, port = text.strip().rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
     try:
-        networks = tuple(ipaddress.ip_network(part) for part in split_list(text))
+        ipaddress.ip_address(host)
+        number = int(port)
     except ValueError:
-        networks = ()
-    if not networks:
-        raise ValueError(f"{text!r} is not '*', 'off' or a list such as '10.0.0.0/8,::1'")
-    return networks
+        number = -1
+    if not 0 < number < 65536:
+        raise ValueError(f"{text!r} is not 'off' or an address such as '0.0.0.0:9464'")
+    return host, number
 
 
 def load_settings(**overrides: object) -> Settings:

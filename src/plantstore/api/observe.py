@@ -21,6 +21,7 @@ from .. import metrics
 REQUEST_ID_KEY = "plantstore.request_id"
 ROUTE_KEY = "plantstore.route"  # set by PlantRoutes, which routes without Starlette
 USER_KEY = "plantstore.user_id"  # set by the Authenticator
+CLIENT_CLOSED = 499
 _SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:/+=-]{1,128}")
 
 
@@ -40,7 +41,7 @@ class Observe:
         request_id = _request_id(scope["headers"])
         scope[REQUEST_ID_KEY] = request_id
         id_header = (b"x-request-id", request_id)
-        status = 500  # what the client gets if the app fails before answering
+        status = 0  # until the answer starts
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
@@ -52,9 +53,13 @@ class Observe:
         metrics.IN_FLIGHT.inc()
         try:
             await self.app(scope, receive, send_with_id)
+        except BaseException:
+            status = status or 500  # Starlette's outer layer answers it so
+            raise
         finally:
             metrics.IN_FLIGHT.dec()
-            self._record(scope, status, time.perf_counter() - started)
+            # 499, as nginx logs it: the client left before an answer could start.
+            self._record(scope, status or CLIENT_CLOSED, time.perf_counter() - started)
 
     def _record(self, scope: Scope, status: int, seconds: float) -> None:
         route = _route_of(scope)

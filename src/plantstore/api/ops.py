@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 import logging
 import os
 from pathlib import Path
@@ -14,14 +12,10 @@ from starlette.responses import FileResponse, Response
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from ..errors import Forbidden, NotFound, StoreUnavailable
-from ..metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from ..metrics import exposition
+from ..errors import StoreUnavailable
 from ..schemas import Status, encoder
-from ..settings import Networks
 from ..store.base import describe_failure
-from .ratelimit import client_address
-from .responses import API_HEADERS, json_response
+from .responses import json_response
 from .services import services_of
 
 log = logging.getLogger(__name__)
@@ -43,27 +37,6 @@ async def readyz(request: Request) -> Response:
         log.warning("readiness check failed: %s", describe_failure(exc))
         raise StoreUnavailable("the database cannot be reached") from None
     return json_response(_OK)
-
-
-async def metrics(request: Request) -> Response:
-    """Prometheus text, to the addresses ``PLANTSTORE_METRICS_ALLOW`` names; "off": no route."""
-    settings = services_of(request).settings
-    networks = settings.metrics_networks
-    if networks is None:
-        raise NotFound("no such path")
-    address = client_address(request.scope, settings.trusted_proxy_addresses)
-    if networks and not _within(address, networks):  # no networks: "*", anyone
-        raise Forbidden("metrics are not exposed to this address (see PLANTSTORE_METRICS_ALLOW)")
-    body = await asyncio.to_thread(exposition)  # reads every worker's files when there are several
-    return Response(body, headers={"Content-Type": METRICS_CONTENT_TYPE, **API_HEADERS})
-
-
-def _within(address: str, networks: Networks) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in network for network in networks)
 
 
 async def openapi_json(request: Request) -> Response:
