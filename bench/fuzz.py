@@ -57,10 +57,12 @@ SCHEMATHESIS_CONFIG = ROOT / "tests" / "schemathesis.toml"
 SCHEMATHESIS_HOOKS = "tests.schemathesis_hooks"
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
-# Far beyond anything a fuzzer sends: this run is about input, not about the limiter.
+# Far beyond anything a fuzzer sends: this run is about input, not about the limiter; and
+# the two backends' servers run side by side, so neither takes the metrics port.
 SERVER_ENV = {
     "PLANTSTORE_RATE_LIMIT": "1000000/second",
     "PLANTSTORE_AUTH_FAILURE_LIMIT": "1000000/second",
+    "PLANTSTORE_METRICS_ADDRESS": "off",
 }
 # Each harness's executions in a full run (--atheris-runs scales them all alike). On two
 # idle cores the parsers run at 15,000-45,000 executions a second, so each gets a million;

@@ -189,6 +189,8 @@ class Victim:
             **os.environ,
             "PLANTSTORE_DATABASE_URL": self._config.database_url,
             "PLANTSTORE_RATE_LIMIT": RATE_LIMIT_OFF,
+            # A restart may overlap a killed instance's last moments: no fixed metrics port.
+            "PLANTSTORE_METRICS_ADDRESS": "off",
             **self._config.server_env,
         }
         with self.log_path.open("ab") as log:  # the child keeps its own descriptor
