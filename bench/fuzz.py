@@ -35,8 +35,6 @@ import math
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends import postgres_database
+from harness import Server, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS_DIR = Path(__file__).resolve().parent / "fuzz"
@@ -96,68 +95,11 @@ class Row:
 # --- schemathesis ------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    base_url: str
-    token: str
-
-    def stop(self) -> None:
-        """SIGTERM the server's whole session, so granian's workers go with it."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-
-
-def plantstore(db_url: str, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "plantstore", "--database", db_url, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"plantstore {' '.join(args)} failed: {result.stderr or result.stdout}")
-    return result.stdout
-
-
 @contextmanager
 def running_server(db_url: str, log: Path) -> Iterator[Server]:
-    token = plantstore(db_url, "token", "create", "fuzz").rstrip("\n").splitlines()[-1]
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "plantstore", "serve", "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PLANTSTORE_DATABASE_URL": db_url, **SERVER_ENV},
-            start_new_session=True,
-        )
-    server = Server(process, f"http://127.0.0.1:{port}", token)
+    """``plantstore serve`` on a fresh database, with the token it issues at its first start."""
+    server = start_server(db_url, log, None, **SERVER_ENV)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"plantstore serve exited: {log.read_text()}")
-            try:
-                urllib.request.urlopen(f"{server.base_url}/healthz", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"plantstore serve did not start: {log.read_text()}"
-                    ) from None
-                time.sleep(0.1)
         yield server
     finally:
         server.stop()

@@ -52,9 +52,14 @@ class Server:
         return self.process.pid
 
     def stop(self) -> None:
-        """SIGTERM the whole session, so granian's workers go with their parent."""
+        """SIGTERM the whole session, so granian's workers go with their parent; SIGKILL it
+        if that has not ended it in 15 s."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
 
 

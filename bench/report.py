@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -228,6 +231,20 @@ def code_version() -> dict[str, Any]:
         return run.stdout.strip()
 
     return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
+
+
+def begin_run(tools: dict[str, str], results: Path) -> tuple[str, float]:
+    """Check that each command in ``tools`` (command: Debian package) is installed, make the
+    results directory, and warn if other work loads the machine; return the run's stamp and
+    the load average before it."""
+    for tool, package in tools.items():
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is not installed (apt-get install {package})")
+    results.mkdir(parents=True, exist_ok=True)
+    load_before = load_average()
+    if load_before > 0.5:
+        print(f"warning: load average {load_before:.2f} before the run; other work skews figures")
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"), load_before
 
 
 def load_average() -> float:

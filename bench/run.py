@@ -14,11 +14,8 @@ table and the targets; writes the same as JSON to bench/results/.
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import report
@@ -144,16 +141,9 @@ def show(rows: list[Measurement], args: argparse.Namespace) -> list[report.Targe
 def main() -> None:
     """Run every phase in a scratch directory beside the results, then report."""
     args = parse_args()
-    for tool in ("wrk", "taskset"):
-        if shutil.which(tool) is None:
-            sys.exit(f"{tool} is not installed (apt-get install wrk util-linux)")
+    stamp, load_before = report.begin_run({"wrk": "wrk", "taskset": "util-linux"}, args.results)
     layout = Layout.for_run(args.users, args.plants_per_user, args.seconds)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    args.results.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    load_before = report.load_average()
-    if load_before > 0.5:
-        print(f"warning: load average {load_before:.2f} before the run; other work skews figures")
     # On the results' filesystem, not /tmp: a tmpfs would make every fsync free.
     with tempfile.TemporaryDirectory(dir=args.results, prefix=".run-") as directory:
         options = Options(

@@ -33,18 +33,15 @@ import csv
 import json
 import re
 import select
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -848,14 +845,9 @@ def attacks_phase(
 
 def main() -> None:
     args = parse_args()
-    for tool in ("wrk", "taskset", "slowhttptest"):
-        if shutil.which(tool) is None:
-            sys.exit(f"{tool} is not installed (apt-get install wrk util-linux slowhttptest)")
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    args.results.mkdir(parents=True, exist_ok=True)
-    load_before = report.load_average()
-    if load_before > 0.5:
-        print(f"warning: load average {load_before:.2f} before the run; other work skews figures")
+    stamp, load_before = report.begin_run(
+        {"wrk": "wrk", "taskset": "util-linux", "slowhttptest": "slowhttptest"}, args.results
+    )
     started = time.monotonic()
     quiet: list[Measurement] = []
     attacks: list[AttackResult] = []

@@ -20,14 +20,12 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -504,14 +502,7 @@ def run(args: argparse.Namespace, workdir: Path) -> Soak:
 
 def main() -> None:
     args = parse_args()
-    for tool in ("wrk", "taskset"):
-        if shutil.which(tool) is None:
-            sys.exit(f"{tool} is not installed (apt-get install wrk util-linux)")
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    args.results.mkdir(parents=True, exist_ok=True)
-    load_before = report.load_average()
-    if load_before > 0.5:
-        print(f"warning: load average {load_before:.2f} before the run; other work skews figures")
+    stamp, load_before = report.begin_run({"wrk": "wrk", "taskset": "util-linux"}, args.results)
     started = time.monotonic()
     # On the results' filesystem, not /tmp: a tmpfs would make every fsync free.
     with tempfile.TemporaryDirectory(dir=args.results, prefix=".soak-") as directory:
