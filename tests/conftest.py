@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,12 @@ TEST_POSTGRES_URL = os.environ.get(pg.URL_VARIABLE)
 REQUIRE_POSTGRES = os.environ.get(pg.REQUIRE_VARIABLE) == "1"
 NO_SKIPS_VARIABLE = "PLANTSTORE_TEST_NO_SKIPS"
 NO_SKIPS = os.environ.get(NO_SKIPS_VARIABLE) == "1"
+# The README's knobs for a wider schemathesis run (tests/test_schemathesis.py), read here for
+# the same reason: by the time a test runs, the fixture below has deleted them.
+SCHEMATHESIS_EXAMPLES_VARIABLE = "PLANTSTORE_SCHEMATHESIS_EXAMPLES"
+SCHEMATHESIS_SEED_VARIABLE = "PLANTSTORE_SCHEMATHESIS_SEED"
+SCHEMATHESIS_EXAMPLES = os.environ.get(SCHEMATHESIS_EXAMPLES_VARIABLE, "100")
+SCHEMATHESIS_SEED = os.environ.get(SCHEMATHESIS_SEED_VARIABLE, "20261120")
 # Tests send bursts from one address with few tokens (the rate-limit tests turn limits on),
 # and run servers side by side (the metrics tests give theirs a free metrics port).
 QUIET_SERVER_ENV = {
@@ -58,6 +64,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if NO_SKIPS and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped, which {NO_SKIPS_VARIABLE}=1 forbids: {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """The same rule for a skip while collecting (a module-level ``pytest.importorskip`` or
+    ``pytest.skip(allow_module_level=True)``): it would drop a whole module without a word."""
+    outcome = yield
+    report: pytest.CollectReport = outcome.get_result()  # type: ignore[attr-defined]
+    if NO_SKIPS and report.skipped:
+        report.outcome = "failed"
+        where, reason = collector.nodeid or collector.name, report.longrepr
+        if isinstance(reason, tuple):  # (path, line, "Skipped: why")
+            where, reason = f"{reason[0]}:{reason[1]}", reason[2]
+        report.longrepr = (
+            f"{where}: skipped while collecting, which {NO_SKIPS_VARIABLE}=1 forbids: {reason}"
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -275,10 +297,18 @@ class LiveServer:
         return httpx.Client(base_url=self.base_url, timeout=10)
 
 
-def start_server(db_url: str, log_path: Path, *args: str, **env: str) -> LiveServer:
-    """Start ``plantstore serve [args]`` on a free port and wait until it answers /healthz."""
+def start_server(
+    db_url: str, log_path: Path, *args: str, unset: Collection[str] = (), **env: str
+) -> LiveServer:
+    """Start ``plantstore serve [args]`` on a free port and wait until it answers /healthz.
+
+    ``env`` adds settings; ``unset`` names variables the server must not see at all (to
+    get a setting's shipped default, e.g. one that QUIET_SERVER_ENV would otherwise set).
+    """
     port = free_port()
     environment = {**os.environ, **QUIET_SERVER_ENV, "PLANTSTORE_DATABASE_URL": db_url, **env}
+    for name in unset:
+        environment.pop(name, None)
     with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             [sys.executable, "-m", "plantstore", "serve", "--port", str(port), *args],

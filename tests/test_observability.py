@@ -5,9 +5,14 @@ request, and the startup line. In process where the app alone decides, and again
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import re
 import socket
+import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -214,14 +219,151 @@ def test_metrics_stay_off_the_api_address(tmp_path: Path) -> None:
         assert "plantstore_http_requests_total" in live.scrape()
 
 
+def process_tree(pid: int) -> set[int]:
+    """``pid`` and every process below it (granian's workers, and theirs)."""
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        for child in child_pids(frontier.pop()) - tree:
+            tree.add(child)
+            frontier.append(child)
+    return tree
+
+
+def proc_address(hex_address: str) -> tuple[str, int]:
+    """A /proc/net/tcp{,6} ``host:port`` (host in 32-bit words of host byte order)."""
+    host_hex, port_hex = hex_address.split(":")
+    raw = bytes.fromhex(host_hex)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+    return socket.inet_ntop(family, words), int(port_hex, 16)
+
+
+def listening_addresses(pid: int) -> set[tuple[str, int]]:
+    """Every TCP address a socket of the process tree under ``pid`` listens on, from /proc:
+    the tree's socket inodes (its descriptors), matched against the LISTEN rows of its
+    network namespace's tcp and tcp6 tables. Whatever port a listener picked, it is here."""
+    inodes: set[int] = set()
+    for member in process_tree(pid):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for descriptor in Path(f"/proc/{member}/fd").iterdir():
+                with contextlib.suppress(FileNotFoundError):  # closed meanwhile
+                    target = os.readlink(descriptor)
+                    if target.startswith("socket:["):
+                        inodes.add(int(target[len("socket:[") : -1]))
+    listening: set[tuple[str, int]] = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[9]) in inodes:  # 0A: TCP_LISTEN
+                listening.add(proc_address(fields[1]))
+    return listening
+
+
+def api_address(server: LiveServer) -> tuple[str, int]:
+    host, port = server.base_url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def test_the_metrics_listener_is_the_address_given_and_nothing_else(tmp_path: Path) -> None:
+    """The converse of the next test, and what makes it able to fail: the listener that the
+    setting asks for is seen among the tree's listening sockets."""
+    with instrumented(f"sqlite:///{tmp_path / 'on.db'}", tmp_path / "server.log") as live:
+        metrics_port = int(live.metrics_url.split(":")[2].split("/")[0])
+        listening = listening_addresses(live.server.process.pid)
+        assert listening == {api_address(live.server), ("127.0.0.1", metrics_port)}
+        assert "plantstore_http_requests_total" in live.scrape()
+
+
 def test_metrics_off_opens_no_listener(tmp_path: Path) -> None:
-    port = free_port()
-    server = start_server(f"sqlite:///{tmp_path / 'off.db'}", tmp_path / "server.log")
+    """With ``off``, the API's address is the only one the server and its workers listen
+    on: not the default metrics port, not any other."""
+    server = start_server(
+        f"sqlite:///{tmp_path / 'off.db'}",
+        tmp_path / "server.log",
+        PLANTSTORE_METRICS_ADDRESS="off",
+    )
     try:
-        with pytest.raises(httpx.ConnectError):
-            httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2)
+        assert listening_addresses(server.process.pid) == {api_address(server)}
     finally:
         stop_server(server)
+
+
+DEFAULT_METRICS_ADDRESS = "127.0.0.1:9464"  # the README's default, not the code's constant
+DEFAULT_METRICS_LOCK = Path(tempfile.gettempdir()) / "plantstore-tests-default-metrics.lock"
+
+
+@contextmanager
+def default_metrics_port_to_ourselves(wait: float = 30.0) -> Iterator[None]:
+    """Hold the machine-wide turn for the shipped default metrics port, and see it free.
+
+    Test runs side by side (a checkout each) take turns on a lock file; a port still taken
+    after ``wait`` seconds is held by something else (``make run``, a bench server), and the
+    test fails saying so: it cannot check the default while another program holds it.
+    """
+    with DEFAULT_METRICS_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            host, port = DEFAULT_METRICS_ADDRESS.split(":")
+            deadline = time.monotonic() + wait
+            while (taken := bind_error(host, int(port))) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if taken:
+                pytest.fail(
+                    f"{DEFAULT_METRICS_ADDRESS}, the shipped default metrics address, is held by "
+                    f"another program ({taken}) for over {wait:.0f} s; stop it to run this test "
+                    f"({holder_of(int(port))})"
+                )
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def bind_error(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on now, or None when it can."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server's listener
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def holder_of(port: int) -> str:
+    """Who listens on ``port``, as ``ss`` tells it (best effort: for the failure message)."""
+    try:
+        done = subprocess.run(
+            ["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "ss is not available to name it"
+    return done.stdout.strip() or "ss names no listener now"
+
+
+def test_metrics_are_served_on_the_shipped_default_address(tmp_path: Path) -> None:
+    """No PLANTSTORE_METRICS_ADDRESS at all: /metrics on 127.0.0.1:9464, loopback only."""
+    with default_metrics_port_to_ourselves():
+        server = start_server(
+            f"sqlite:///{tmp_path / 'default.db'}",
+            tmp_path / "server.log",
+            unset=["PLANTSTORE_METRICS_ADDRESS"],
+        )
+        try:
+            host, port = DEFAULT_METRICS_ADDRESS.split(":")
+            assert listening_addresses(server.process.pid) == {
+                api_address(server),
+                (host, int(port)),
+            }
+            httpx.get(f"{server.base_url}/plants", headers=bearer(server.token), timeout=10)
+            answer = httpx.get(f"http://{DEFAULT_METRICS_ADDRESS}/metrics", timeout=10)
+        finally:
+            stop_server(server)
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain; version=")
+    counted = sample(
+        answer.text, "plantstore_http_requests_total", method="GET", route="/plants", status="200"
+    )
+    assert counted == 1, answer.text[:2000]
 
 
 def test_a_taken_metrics_address_stops_serve_with_one_line(tmp_path: Path) -> None:
