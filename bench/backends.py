@@ -4,9 +4,11 @@ Each configuration gets a fresh database and a real ``plantstore serve``; wrk dr
 ``GET /plants?limit=10`` (the user holds 100 plants) and durable creates, 32 connections.
 SQLite's single process is pinned to CPU 0 and wrk to CPU 1. PostgreSQL's two workers and
 the PostgreSQL server itself need both cores, so there nothing is pinned and wrk shares them:
-its figures are a floor for a machine with a separate database host.
+its figures are a floor for a machine with a separate database host. The SQLite file goes
+beside the results (a real disk, checked at start), never /tmp, which may be a tmpfs where an
+fsync is free.
 
-    .venv/bin/python bench/backends.py [--postgres postgresql://postgres@127.0.0.1:5432/postgres]
+    .venv/bin/python bench/backends.py [--postgres postgresql://...] [--dir PATH]
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from pathlib import Path
 
 import asyncpg
 
-from harness import Server, WrkResult, run_wrk, start_server
+from harness import HERE, Server, WrkResult, require_real_disk, run_wrk, start_server
+
+RESULTS = HERE / "results"
 
 
 @contextmanager
@@ -70,11 +74,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--dir", type=Path, default=RESULTS, help="for the SQLite file")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
+    args.dir.mkdir(parents=True, exist_ok=True)
+    require_real_disk(args.dir)
     rows: list[tuple[str, str, WrkResult]] = []
-    with tempfile.TemporaryDirectory() as directory:
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix=".backends-") as directory:
         url = f"sqlite:///{Path(directory) / 'bench.db'}"
         server = start_server(url, Path(directory) / "sqlite.log", "0")
         try:

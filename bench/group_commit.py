@@ -1,9 +1,11 @@
 """Durable creates/s with 32 concurrent connections, group commit on versus off.
 
 Starts ``plantstore serve`` on a fresh SQLite file (server pinned to CPU 0), drives it with
-wrk (pinned to CPU 1) and prints one row per mode. Every create is fsynced before its 200.
+wrk (pinned to CPU 1) and prints one row per mode. Every create is fsynced before its 200, so
+the file goes beside the results (a real disk, checked at start), never /tmp, which may be a
+tmpfs where an fsync is free.
 
-    .venv/bin/python bench/group_commit.py [--seconds 10] [--connections 32]
+    .venv/bin/python bench/group_commit.py [--seconds 10] [--connections 32] [--dir PATH]
 """
 
 from __future__ import annotations
@@ -14,20 +16,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import run_wrk, start_server
+from harness import HERE, require_real_disk, run_wrk, start_server
+
+RESULTS = HERE / "results"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--dir", type=Path, default=RESULTS, help="for the SQLite files")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
+    args.dir.mkdir(parents=True, exist_ok=True)
+    require_real_disk(args.dir)
     print(f"durable creates, {args.connections} connections, {args.seconds}s each")
     print(f"{'group commit':<14}{'creates/s':>12}{'p99':>10}{'non-2xx':>9}")
     for group_commit in (True, False):
-        with tempfile.TemporaryDirectory() as directory:
+        with tempfile.TemporaryDirectory(dir=args.dir, prefix=".group-commit-") as directory:
             url = f"sqlite:///{Path(directory) / 'bench.db'}"
             server = start_server(
                 url,

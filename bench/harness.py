@@ -29,6 +29,31 @@ UNLIMITED = {
 }
 
 
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the filesystem ``path`` is on: its longest mount point in /proc/mounts."""
+    resolved, best, kind = path.resolve(), "", "unknown"
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        mount = fields[1].replace("\\040", " ")
+        inside = resolved == Path(mount) or Path(mount) in resolved.parents
+        if inside and len(mount) >= len(best):  # a later mount on the same point hides earlier
+            best, kind = mount, fields[2]
+    return kind
+
+
+def require_real_disk(directory: Path) -> None:
+    """Refuse to measure durable writes on a memory filesystem, where an fsync is free."""
+    kind = filesystem_type(directory)
+    if kind in MEMORY_FILESYSTEMS:
+        sys.exit(
+            f"{directory} is on {kind}: fsync costs nothing there, so durable-write figures "
+            "would be meaningless. Point the results at a real disk."
+        )
+
+
 def free_port() -> int:
     """A port nothing listens on, so runs never collide with a server left running."""
     with socket.socket() as sock:
@@ -109,14 +134,34 @@ def start_server(database_url: str, log: Path, cpus: str | None, *args: str, **e
 
 
 @dataclass
+class ScheduleLatency:
+    """Latency from each request's due time, not its send (``scheduled.lua``), in ms."""
+
+    matched: int  # answers that echoed the request's origin
+    unmatched: int  # answers without it: their latency is unknown
+    late: int  # requests sent more than 1 ms after their slot
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    p999_ms: float
+    max_ms: float
+
+
+@dataclass
 class WrkResult:
     requests: int
     seconds: float
     rate: float
-    p50_ms: float
+    p50_ms: float  # wrk's own percentiles: from each request's send
     p99_ms: float
     errors: int  # non-2xx/3xx responses
     socket_errors: int
+    schedule: ScheduleLatency | None = None  # paced runs only
+
+    @property
+    def good_rate(self) -> float:
+        """Answers that were 2xx/3xx, per second: a fast error earns no credit."""
+        return max(0, self.requests - self.errors) / self.seconds if self.seconds else 0.0
 
     @property
     def p50(self) -> str:
@@ -169,6 +214,26 @@ def parse_wrk(output: str) -> WrkResult:
         p99_ms=_percentile_ms(output, "99"),
         errors=int(errors.group(1)) if errors else 0,
         socket_errors=sum(int(n) for n in sockets.groups()) if sockets else 0,
+        schedule=_schedule(output),
+    )
+
+
+def _schedule(output: str) -> ScheduleLatency | None:
+    """The ``schedule:`` line ``scheduled.lua``'s done() prints, if there is one."""
+    line = next((ln for ln in output.splitlines() if ln.startswith("schedule: ")), None)
+    if line is None:
+        return None
+    fields = dict(part.split("=", 1) for part in line.removeprefix("schedule: ").split())
+    us = {key.removesuffix("_us"): float(value) / 1_000 for key, value in fields.items()}
+    return ScheduleLatency(
+        matched=int(fields["matched"]),
+        unmatched=int(fields["unmatched"]),
+        late=int(fields["late"]),
+        p50_ms=us["p50"],
+        p90_ms=us["p90"],
+        p99_ms=us["p99"],
+        p999_ms=us["p999"],
+        max_ms=us["max"],
     )
 
 

@@ -66,6 +66,7 @@ class Measurement:
     wrk_cpu_us_per_request: float | None = None
     postgres_cpu_us_per_request: float | None = None  # PostgreSQL's own processes, all of them
     pinned: bool = True
+    stored_plants: int | None = None  # rows in the plants table, where it matters (paced list)
     note: str = ""
     profiles: list[str] = field(default_factory=list)
 

@@ -2,7 +2,8 @@
 -- no -R). Every request claims the next slot of one schedule per thread (monotonic clock via
 -- LuaJIT's ffi) and waits for it in delay(); a connection that falls behind sends at once, so
 -- the schedule, not the responses, sets the pace (open-loop-ish). wrk counts latency from the
--- send, not from the slot.
+-- send, not from the slot, so a stall's queue is hidden (coordinated omission): run.py's paced
+-- runs use scheduled.lua, which counts from the slot; this file remains for paced_mix.lua.
 -- PLANTSTORE_BENCH_RATE: requests/s over all threads; PLANTSTORE_BENCH_THREADS: wrk's -t.
 local ffi = require("ffi")
 ffi.cdef[[

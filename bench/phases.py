@@ -27,7 +27,7 @@ from measure import (
     start_service,
     warm_up,
 )
-from seed import Layout, prepare, seed_postgres, seed_sqlite
+from seed import Layout, count_plants, prepare, seed_postgres, seed_sqlite
 
 CREATE_IDS = 10**12  # far above every seeded id; each create run gets its own block
 MIX_CREATE_IDS = 2 * 10**12
@@ -58,8 +58,9 @@ def mix(layout: Layout) -> Load:
 
 
 def paced(rate: int) -> Load:
-    """list 10 at a fixed rate: latency judged below saturation, not at it."""
-    return Load(script="paced.lua", env={"PLANTSTORE_BENCH_RATE": str(rate)})
+    """list 10 at a fixed rate: latency judged below saturation, not at it, and counted from
+    each request's due time (``scheduled.lua``), so a stall is not hidden by a late send."""
+    return Load(script="scheduled.lua", env={"PLANTSTORE_BENCH_RATE": str(rate)})
 
 
 def reference(options: Options, token: str, key: str, label: str) -> Measurement:
@@ -77,21 +78,27 @@ def fresh_sqlite(options: Options, name: str, layout: Layout) -> tuple[str, str]
     url = f"sqlite:///{options.workdir / f'{name}.db'}"
     started = time.monotonic()
     token = prepare(url)
-    seed_sqlite(Path(url.removeprefix("sqlite:///")), layout)
+    seed_sqlite(_sqlite_path(url), layout)
     took = time.monotonic() - started
     print(f"  seeded {name}: {layout.total_plants:,} plants in {took:.1f}s", flush=True)
     return url, token
 
 
+def _sqlite_path(url: str) -> Path:
+    return Path(url.removeprefix("sqlite:///"))
+
+
 def sqlite_main(options: Options, layout: Layout, url: str, token: str) -> list[Measurement]:
     """Every flat-out scenario, plus list 10 paced at half its flat-out rate, on the big file."""
+    stored = count_plants(_sqlite_path(url))
     server = start_service(options, "sqlite-big", url, token)
     try:
         warm_up(server, options)
         rows = [measure(server, Load(profile=True), options, "list10", "list 10")]
         rate = half_rate(rows[0])
         rows.append(measure(server, paced(rate), options, "list10_paced", "list 10 paced, big db"))
-        rows[-1].note = f"paced at {rate:,}/s (half of list 10)"
+        rows[-1].note = f"paced at {rate:,}/s (half of list 10); {stored:,} plants stored"
+        rows[-1].stored_plants = stored
         rows.append(measure(server, Load("/plants?limit=100"), options, "list100", "list 100"))
         rows.append(measure(server, creates(CREATE_IDS, profile=True), options, "create", "create"))
         rows.append(measure(server, deletes(layout), options, "delete", "delete"))
@@ -110,11 +117,13 @@ def half_rate(flat_out: Measurement) -> int:
 def sqlite_small(options: Options, layout: Layout, rate: int) -> Measurement:
     """list 10 at the same paced rate on a file holding only the bench user's plants."""
     url, token = fresh_sqlite(options, "small", layout.small)
+    stored = count_plants(_sqlite_path(url))
     server = start_service(options, "sqlite-small", url, token)
     try:
         warm_up(server, options)
         row = measure(server, paced(rate), options, "list10_paced_small", "list 10 paced, small db")
-        row.note = f"paced at {rate:,}/s; only the bench user's 1,000 plants stored"
+        row.note = f"paced at {rate:,}/s; only the bench user's {stored:,} plants stored"
+        row.stored_plants = stored
         return row
     finally:
         server.stop()

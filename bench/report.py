@@ -13,14 +13,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness import HERE, WrkResult
+from harness import HERE
 from measure import Measurement
 
 COLUMNS = (
@@ -50,23 +49,16 @@ class Verdict:
         return f"  [{mark}] {self.name:<{name_width}} {self.goal:<{goal_width}} {self.measured}"
 
 
-@dataclass
-class Target:
-    name: str
-    goal: str
-    measured: str
-    met: bool | None  # None: not run
-
-    @property
-    def verdict(self) -> str:
-        return {True: "met", False: "NOT MET", None: "not run"}[self.met]
-
-
 def ceiling(rows: dict[str, Measurement]) -> float | None:
     """The mean of the reference rates measured before and after the service scenarios."""
     rates = [_rate(rows.get(key)) for key in ("ref_before", "ref_after")]
     rates = [rate for rate in rates if rate]
     return sum(rates) / len(rates) if rates else None
+
+
+def _rate(row: Measurement | None) -> float:
+    """The row's req/s, 0 when it was not run."""
+    return row.result.rate if row is not None and row.result is not None else 0.0
 
 
 def table(rows: list[Measurement], top: float | None) -> str:
@@ -82,8 +74,23 @@ def table(rows: list[Measurement], top: float | None) -> str:
                 for i, (cell, (_, w)) in enumerate(zip(cells, COLUMNS, strict=True))
             )
         )
-    notes = [f"  {row.scenario}: {row.note}" for row in rows if row.note]
+    notes = [f"  {row.scenario}: {note}" for row in rows if (note := _note(row))]
     return "\n".join([*lines, *(["notes:", *notes] if notes else [])])
+
+
+def _note(row: Measurement) -> str:
+    """The row's note, plus its latency from the schedule when it was paced: the p50 and
+    p99 columns are wrk's, counted from each send, which hides a stall's queue."""
+    schedule = row.result.schedule if row.result is not None else None
+    if schedule is None:
+        return row.note
+    late = f"{schedule.late:,} sent over 1 ms late"
+    unmatched = f", {schedule.unmatched:,} answers unmatched" if schedule.unmatched else ""
+    from_schedule = (
+        f"from the schedule p50 {schedule.p50_ms:.2f}, p99 {schedule.p99_ms:.2f}, "
+        f"p99.9 {schedule.p999_ms:.2f}, max {schedule.max_ms:.2f} ms ({late}{unmatched})"
+    )
+    return f"{row.note}; {from_schedule}" if row.note else from_schedule
 
 
 def _figures(row: Measurement, top: float | None) -> list[str]:
@@ -101,108 +108,6 @@ def _figures(row: Measurement, top: float | None) -> list[str]:
         errors,
         "-" if row.other_cpu_share is None else f"{100 * row.other_cpu_share:.0f}%",
     ]
-
-
-def targets(rows: dict[str, Measurement], top: float | None) -> list[Target]:
-    """Every target of the issue, each with its measured value and verdict."""
-    return [
-        _list_share(rows.get("list10"), top),
-        _at_least("durable creates, 32 conns, 1 process", rows.get("create"), 8_000),
-        _group_commit_gain(rows.get("create"), rows.get("create_no_group_commit")),
-        _paced_p99(rows.get("list10_paced")),
-        _stored_ratio(rows.get("list10_paced"), rows.get("list10_paced_small")),
-        _at_least("PostgreSQL --workers 2, list 10", rows.get("pg_list10"), 10_000),
-        _at_least("PostgreSQL --workers 2, creates", rows.get("pg_create"), 5_000),
-        _peak_rss([row for key, row in rows.items() if not key.startswith("ref_")]),
-        _all_2xx(list(rows.values())),
-    ]
-
-
-Judge = Callable[[list[WrkResult]], tuple[str, bool]]
-
-
-def _check(name: str, goal: str, rows: list[Measurement | None], judge: Judge) -> Target:
-    """A target judged on wrk's results, when every row it needs was run."""
-    results = [row.result for row in rows if row is not None and row.result is not None]
-    if len(results) < len(rows):
-        why = next((row.note for row in rows if row is not None and row.result is None), "")
-        return Target(name, goal, why or "not run", None)
-    measured, met = judge(results)
-    return Target(name, goal, measured, met)
-
-
-def _rate(row: Measurement | None) -> float:
-    """The row's req/s, 0 when it was not run."""
-    return row.result.rate if row is not None and row.result is not None else 0.0
-
-
-def _list_share(row: Measurement | None, top: float | None) -> Target:
-    def judge(results: list[WrkResult]) -> tuple[str, bool]:
-        share = results[0].rate / top if top else 0.0
-        return f"{100 * share:.0f}% ({results[0].rate:,.0f} of {top or 0:,.0f} req/s)", share >= 0.5
-
-    return _check("list 10, SQLite, 1 process", ">= 50% of reference", [row], judge)
-
-
-def _at_least(name: str, row: Measurement | None, floor: int) -> Target:
-    def judge(results: list[WrkResult]) -> tuple[str, bool]:
-        return f"{results[0].rate:,.0f}/s", results[0].rate >= floor
-
-    return _check(name, f">= {floor:,}/s", [row], judge)
-
-
-def _group_commit_gain(on: Measurement | None, off: Measurement | None) -> Target:
-    def judge(results: list[WrkResult]) -> tuple[str, bool]:
-        with_group, without = results[0].rate, results[1].rate
-        gain = with_group / without if without else float("inf")
-        return f"{gain:.1f}x ({with_group:,.0f}/s vs {without:,.0f}/s off)", gain >= 4
-
-    return _check("creates, group commit on vs off", ">= 4x", [on, off], judge)
-
-
-def _paced_p99(row: Measurement | None) -> Target:
-    def judge(results: list[WrkResult]) -> tuple[str, bool]:
-        paced = results[0]
-        target = row.note if row is not None else ""
-        measured = f"p99 {paced.p99_ms:.2f} ms at {paced.rate:,.0f}/s achieved ({target})"
-        return measured, paced.p99_ms <= 5
-
-    return _check("list 10 p99 at half the max rate", "<= 5 ms", [row], judge)
-
-
-def _stored_ratio(big: Measurement | None, small: Measurement | None) -> Target:
-    def judge(results: list[WrkResult]) -> tuple[str, bool]:
-        large, few = results
-        ratio = large.p50_ms / few.p50_ms
-        measured = (
-            f"p50 {ratio:.2f}x ({large.p50_ms:.2f} vs {few.p50_ms:.2f} ms; "
-            f"p99 {large.p99_ms:.2f} vs {few.p99_ms:.2f} ms) "
-            f"at {large.rate:,.0f} and {few.rate:,.0f}/s"
-        )
-        return measured, ratio <= 1.2
-
-    return _check("list 10, 1M stored vs 1k stored", "p50 <= 1.2x", [big, small], judge)
-
-
-def _peak_rss(rows: list[Measurement]) -> Target:
-    peaks = [row.peak_rss_mb for row in rows if row.peak_rss_mb is not None]
-    if not peaks:
-        return Target("peak RSS per process", "<= 100 MB", "not run", None)
-    return Target("peak RSS per process", "<= 100 MB", f"{max(peaks):.0f} MB", max(peaks) <= 100)
-
-
-def _all_2xx(rows: list[Measurement]) -> Target:
-    bad = [r.scenario for r in rows if r.result and (r.result.errors or r.result.socket_errors)]
-    measured = "all 2xx" if not bad else "errors in: " + ", ".join(bad)
-    return Target("every response 2xx, no socket errors", "0 errors", measured, not bad)
-
-
-def targets_text(found: list[Target]) -> str:
-    """One aligned line per target: verdict, name, goal, measured value."""
-    width = max(len(t.name) for t in found)
-    return "\n".join(
-        f"  [{t.verdict:^7}] {t.name:<{width}}  {t.goal:<20} {t.measured}" for t in found
-    )
 
 
 def machine() -> dict[str, Any]:

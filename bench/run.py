@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 import report
-from harness import HERE
+import targets
+from harness import HERE, require_real_disk
 from measure import Measurement, Options, not_run
 from phases import (
     PG_LABEL,
@@ -99,7 +100,7 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> list[
     return [*rows, *postgres(options, args.postgres, layout)]
 
 
-def show(rows: list[Measurement], args: argparse.Namespace) -> list[report.Target]:
+def show(rows: list[Measurement], args: argparse.Namespace) -> list[targets.Target]:
     """Print the table and the targets; return the targets for the JSON record."""
     by_key = {row.key: row for row in rows}
     top = report.ceiling(by_key)
@@ -127,10 +128,10 @@ def show(rows: list[Measurement], args: argparse.Namespace) -> list[report.Targe
     shares = [row.other_cpu_share for row in rows if row.other_cpu_share is not None]
     if shares and max(shares) > 0.1:
         print(f"warning: up to {100 * max(shares):.0f}% of the server's core went elsewhere")
-    found = report.targets(by_key, top)
+    found = targets.targets(by_key, top, [])
     print()
-    print("targets:")
-    print(report.targets_text(found))
+    print("targets (reported, not asserted):")
+    print(targets.targets_text(found))
     profiles = [path for row in rows for path in row.profiles]
     if profiles:
         print("\npy-spy profiles (the profiled rows ran slower for it):")
@@ -142,6 +143,7 @@ def main() -> None:
     """Run every phase in a scratch directory beside the results, then report."""
     args = parse_args()
     stamp, load_before = report.begin_run({"wrk": "wrk", "taskset": "util-linux"}, args.results)
+    require_real_disk(args.results)
     layout = Layout.for_run(args.users, args.plants_per_user, args.seconds)
     started = time.monotonic()
     # On the results' filesystem, not /tmp: a tmpfs would make every fsync free.

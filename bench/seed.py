@@ -138,6 +138,16 @@ def seed_sqlite(path: Path, layout: Layout) -> None:
     os.sync()  # the seed's dirty pages are written back now, not during a measurement
 
 
+def count_plants(path: Path) -> int:
+    """Rows the SQLite file really holds: a target about table size reports only these."""
+    conn = sqlite3.connect(path)
+    try:
+        (count,) = conn.execute("SELECT count(*) FROM plants").fetchone()
+        return int(count)
+    finally:
+        conn.close()
+
+
 def seed_postgres(database_url: str, layout: Layout) -> None:
     """Bulk rows with COPY, then ANALYZE so the planner knows the table's real size."""
     asyncio.run(_seed_postgres(database_url, layout))

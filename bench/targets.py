@@ -1,0 +1,156 @@
+"""The targets `make bench` holds plantstore to, each with what was measured and a verdict.
+
+Targets are reported, never asserted: a miss is a finding, not a failed run. A target whose
+figure was not measured, or not measured the way the target means it, says so instead of
+passing or failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness import WrkResult
+from measure import Measurement
+
+BIG_TABLE = 1_000_000  # the "1M stored" of the stored-rows target
+P99_PACED_MS = 2.0
+RSS_MB = 80
+
+
+@dataclass
+class Target:
+    name: str
+    goal: str
+    measured: str
+    met: bool | None  # None: not measured
+
+    @property
+    def verdict(self) -> str:
+        return {True: "met", False: "NOT MET", None: "not measured"}[self.met]
+
+
+def targets(
+    rows: dict[str, Measurement], top: float | None, more_plantstore: list[Measurement]
+) -> list[Target]:
+    """The main phase's targets; ``more_plantstore`` adds plantstore's rows of other phases
+    (the peers') to the ones every row must meet (memory, no errors)."""
+    ours = [row for key, row in rows.items() if not key.startswith("ref_")] + more_plantstore
+    return [
+        _list_share(rows.get("list10"), top),
+        _at_least("durable creates, 32 conns, 1 process", rows.get("create"), 8_000),
+        _group_commit_gain(rows.get("create"), rows.get("create_no_group_commit")),
+        _paced_p99(rows.get("list10_paced")),
+        _stored_ratio(rows.get("list10_paced"), rows.get("list10_paced_small")),
+        _at_least("PostgreSQL --workers 2, list 10", rows.get("pg_list10"), 10_000),
+        _at_least("PostgreSQL --workers 2, creates", rows.get("pg_create"), 5_000),
+        _peak_rss(ours),
+        _all_2xx(ours),
+    ]
+
+
+Judge = Callable[[list[WrkResult]], tuple[str, bool | None]]
+
+
+def check(name: str, goal: str, rows: list[Measurement | None], judge: Judge) -> Target:
+    """A target judged on wrk's results, when every row it needs was run."""
+    results = [row.result for row in rows if row is not None and row.result is not None]
+    if len(results) < len(rows):
+        why = next((row.note for row in rows if row is not None and row.result is None), "")
+        return Target(name, goal, why or "not run", None)
+    measured, met = judge(results)
+    return Target(name, goal, measured, met)
+
+
+def _list_share(row: Measurement | None, top: float | None) -> Target:
+    def judge(results: list[WrkResult]) -> tuple[str, bool]:
+        share = results[0].rate / top if top else 0.0
+        return f"{100 * share:.0f}% ({results[0].rate:,.0f} of {top or 0:,.0f} req/s)", share >= 0.5
+
+    return check("list 10, SQLite, 1 process", ">= 50% of reference", [row], judge)
+
+
+def _at_least(name: str, row: Measurement | None, floor: int) -> Target:
+    def judge(results: list[WrkResult]) -> tuple[str, bool]:
+        return f"{results[0].rate:,.0f}/s", results[0].rate >= floor
+
+    return check(name, f">= {floor:,}/s", [row], judge)
+
+
+def _group_commit_gain(on: Measurement | None, off: Measurement | None) -> Target:
+    def judge(results: list[WrkResult]) -> tuple[str, bool]:
+        with_group, without = results[0].rate, results[1].rate
+        gain = with_group / without if without else float("inf")
+        return f"{gain:.1f}x ({with_group:,.0f}/s vs {without:,.0f}/s off)", gain >= 4
+
+    return check("creates, group commit on vs off", ">= 4x", [on, off], judge)
+
+
+def _paced_p99(row: Measurement | None) -> Target:
+    """Judged on latency from each request's due time: a send delayed by a stall counts."""
+
+    def judge(results: list[WrkResult]) -> tuple[str, bool | None]:
+        paced, schedule = results[0], results[0].schedule
+        if schedule is None or schedule.unmatched:
+            missing = "no schedule line" if schedule is None else f"{schedule.unmatched} unmatched"
+            sent = f"from the send, p99 {paced.p99_ms:.2f} ms"
+            return f"not measured from the schedule ({missing}); {sent}", None
+        measured = (
+            f"p99 {schedule.p99_ms:.2f} ms from the schedule ({paced.p99_ms:.2f} from the send) "
+            f"at {paced.rate:,.0f}/s achieved ({row.note if row is not None else ''})"
+        )
+        return measured, schedule.p99_ms <= P99_PACED_MS
+
+    return check("list 10 p99 at half the max rate", f"<= {P99_PACED_MS:g} ms", [row], judge)
+
+
+def _stored_ratio(big: Measurement | None, small: Measurement | None) -> Target:
+    """Reported only when the big file really held a million rows (a quick run seeds far
+    fewer); p50 from the schedule when the paced runs measured it, else from the send."""
+    name, goal = "list 10, 1M stored vs 1k stored", "p50 <= 1.2x"
+    stored = big.stored_plants if big is not None else None
+    if big is not None and big.result is not None and (stored or 0) < BIG_TABLE:
+        seeded = "an unknown number of" if stored is None else f"{stored:,}"
+        return Target(name, goal, f"not measured ({seeded} rows seeded, not 1,000,000)", None)
+
+    def judge(results: list[WrkResult]) -> tuple[str, bool]:
+        large, few = (_p50_p99(result) for result in results)
+        ratio = large[0] / few[0]
+        measured = (
+            f"p50 {ratio:.2f}x ({large[0]:.2f} vs {few[0]:.2f} ms; p99 {large[1]:.2f} vs "
+            f"{few[1]:.2f} ms{large[2]}) at {results[0].rate:,.0f} and {results[1].rate:,.0f}/s "
+            f"with {stored or 0:,} and {small.stored_plants if small else 0:,} plants stored"
+        )
+        return measured, ratio <= 1.2
+
+    return check(name, goal, [big, small], judge)
+
+
+def _p50_p99(result: WrkResult) -> tuple[float, float, str]:
+    schedule = result.schedule
+    if schedule is None or schedule.unmatched:
+        return result.p50_ms, result.p99_ms, ", from the send"
+    return schedule.p50_ms, schedule.p99_ms, ", from the schedule"
+
+
+def _peak_rss(rows: list[Measurement]) -> Target:
+    name, goal = "peak RSS per process", f"<= {RSS_MB} MB"
+    peaks = [row.peak_rss_mb for row in rows if row.peak_rss_mb is not None]
+    if not peaks:
+        return Target(name, goal, "not run", None)
+    return Target(name, goal, f"{max(peaks):.0f} MB", max(peaks) <= RSS_MB)
+
+
+def _all_2xx(rows: list[Measurement]) -> Target:
+    bad = [r.scenario for r in rows if r.result and (r.result.errors or r.result.socket_errors)]
+    measured = "all 2xx" if not bad else "errors in: " + ", ".join(bad)
+    return Target("every response 2xx, no socket errors", "0 errors", measured, not bad)
+
+
+def targets_text(found: list[Target]) -> str:
+    """One aligned line per target: verdict, name, goal, measured value."""
+    width = max(len(t.name) for t in found)
+    goal_width = max(20, *(len(t.goal) for t in found))
+    return "\n".join(
+        f"  [{t.verdict:^12}] {t.name:<{width}}  {t.goal:<{goal_width}} {t.measured}" for t in found
+    )
