@@ -4,11 +4,13 @@ Seeds a fresh SQLite file (1,000 users x 1,000 plants, plus the bench user's own
 with ``plantstore serve`` pinned to one core and drives it with wrk (32 connections, one
 thread) pinned to another: list 10, list 100, create, delete, an 80/10/10 mix, list 10 paced
 at half its flat-out rate, the same paced load on a small file, creates with group commit
-off. The bare reference app under the same granian, measured before and after, is the
-ceiling rates are shown against. Then PostgreSQL with ``--workers 2``, unpinned. Prints a
-table and the targets; writes the same as JSON to bench/results/.
+off. Then the peers on SQLite (peer_phase.py): plantstore beside FastAPI + sqlite3 and a naive
+Starlette app, on the same pinning and data. The bare reference app under the same granian,
+measured before and after all that, is the ceiling rates are shown against. Then PostgreSQL
+with ``--workers 2``, unpinned, and the PostgreSQL peers. Prints the tables and the targets;
+writes the same as JSON to bench/results/.
 
-    .venv/bin/python bench/run.py [--quick] [--seconds 10] [--skip-postgres] [--profile]
+    .venv/bin/python bench/run.py [--quick] [--seconds 10] [--skip-postgres] [--skip-peers]
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import peer_report
 import report
 import targets
 from harness import HERE, require_real_disk
 from measure import Measurement, Options, not_run
+from peer_phase import POSTGRES, SQLITE, Contender, not_run_contenders, postgres_peers, sqlite_peers
 from phases import (
     PG_LABEL,
     fresh_sqlite,
@@ -55,7 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="granian --loop for the reference app: the service's (cli.py) (default: asyncio)",
     )
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--skip-postgres", action="store_true", help="and PostgreSQL's peers")
+    parser.add_argument("--skip-peers", action="store_true", help="no FastAPI/Starlette peers")
     parser.add_argument("--profile", action="store_true", help="py-spy during list 10, create")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -80,8 +85,10 @@ def settings(args: argparse.Namespace, layout: Layout) -> dict[str, object]:
     }
 
 
-def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> list[Measurement]:
-    """Every phase in order; the reference runs first and last to bracket the service."""
+def run_all(
+    options: Options, args: argparse.Namespace, layout: Layout
+) -> tuple[list[Measurement], list[Contender]]:
+    """Every phase in order; the reference runs first and last to bracket the SQLite ones."""
     print("SQLite: seeding", flush=True)
     url, token = fresh_sqlite(options, "big", layout)
     rows = [reference(options, token, "ref_before", "reference app, before")]
@@ -90,18 +97,29 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> list[
     rows += main_rows
     rows.append(sqlite_small(options, layout, half_rate(main_rows[0])))
     rows.append(group_commit_off(options, url, token))
+    if args.skip_peers:
+        peers = not_run_contenders(SQLITE, "--skip-peers")
+    else:
+        print("Peers on SQLite, server and wrk pinned", flush=True)
+        peers = sqlite_peers(options)
     rows.append(reference(options, token, "ref_after", "reference app, after"))
     if args.skip_postgres:
         skipped = "--skip-postgres"
         rows.append(not_run("pg_list10", f"list 10, {PG_LABEL}", skipped))
         rows.append(not_run("pg_create", f"create, {PG_LABEL}", skipped))
-        return rows
+        return rows, [*peers, *not_run_contenders(POSTGRES, skipped)]
     print("PostgreSQL, --workers 2, unpinned", flush=True)
-    return [*rows, *postgres(options, args.postgres, layout)]
+    rows += postgres(options, args.postgres, layout)
+    if args.skip_peers:
+        return rows, [*peers, *not_run_contenders(POSTGRES, "--skip-peers")]
+    print("Peers on PostgreSQL, servers and wrk pinned, PostgreSQL not", flush=True)
+    return rows, [*peers, *postgres_peers(options, args.postgres)]
 
 
-def show(rows: list[Measurement], args: argparse.Namespace) -> list[targets.Target]:
-    """Print the table and the targets; return the targets for the JSON record."""
+def show(
+    rows: list[Measurement], peers: list[Contender], args: argparse.Namespace
+) -> list[targets.Target]:
+    """Print the tables and the targets; return the targets for the JSON record."""
     by_key = {row.key: row for row in rows}
     top = report.ceiling(by_key)
     before, after = (by_key[k].result for k in ("ref_before", "ref_after"))
@@ -128,7 +146,10 @@ def show(rows: list[Measurement], args: argparse.Namespace) -> list[targets.Targ
     shares = [row.other_cpu_share for row in rows if row.other_cpu_share is not None]
     if shares and max(shares) > 0.1:
         print(f"warning: up to {100 * max(shares):.0f}% of the server's core went elsewhere")
-    found = targets.targets(by_key, top, [])
+    print()
+    print(peer_report.table(peers, top, pin))
+    ours = [row for peer in peers if peer.name == "plantstore" for row in peer.rows.values()]
+    found = targets.targets(by_key, top, ours) + peer_report.targets(peers)
     print()
     print("targets (reported, not asserted):")
     print(targets.targets_text(found))
@@ -158,8 +179,8 @@ def main() -> None:
             stamp=stamp,
             reference_loop=args.reference_loop,
         )
-        rows = run_all(options, args, layout)
-    found = show(rows, args)
+        rows, peers = run_all(options, args, layout)
+    found = show(rows, peers, args)
     payload = {
         "started_utc": stamp,
         "duration_s": round(time.monotonic() - started, 1),
@@ -169,6 +190,7 @@ def main() -> None:
         "settings": settings(args, layout),
         "ceiling_rate": report.ceiling({row.key: row for row in rows}),
         "scenarios": [row.as_json() for row in rows],
+        "peers": peer_report.as_json(peers, report.ceiling({row.key: row for row in rows})),
         "targets": [{**vars(target), "verdict": target.verdict} for target in found],
     }
     path = report.write_json(args.results, stamp, payload)
