@@ -2,8 +2,9 @@
 is killed at random moments and restarted, on SQLite and on PostgreSQL.
 
 Afterwards every acknowledged plant must be listed with its exact name and tag, no
-acknowledged delete may have come back, nothing may appear that was never sent, and the
-SQLite file must pass ``PRAGMA integrity_check``. Exits 1 when any of that fails.
+acknowledged delete may have come back, nothing may appear that was never sent, no answer may
+be a 500 (any 5xx but a 503 with Retry-After), and the SQLite file must pass
+``PRAGMA integrity_check``. Exits 1 when any of that fails.
 See torture_lib.py for how uncertain (cut-off) requests are judged.
 
     make torture [ARGS="--kills 200 --backend sqlite --clients 16 --seed 7"]
@@ -27,7 +28,8 @@ COLUMNS = (
     ("ack creates", 12),
     ("ack deletes", 12),
     ("uncertain", 10),
-    ("5xx", 5),
+    ("503", 5),
+    ("faults", 7),
     ("listed", 8),
     ("lost", 6),
     ("resurrected", 12),
@@ -47,7 +49,8 @@ def row(result: TortureResult) -> list[str]:
         str(result.acknowledged_creates),
         str(result.acknowledged_deletes),
         str(result.uncertain),
-        str(result.server_errors),
+        str(result.unavailable),
+        str(len(result.faults)),
         str(result.listed),
         str(len(result.lost)),
         str(len(result.resurrected)),
@@ -61,8 +64,10 @@ def row(result: TortureResult) -> list[str]:
 
 LEGEND = """\
 kills: SIGKILLs under traffic; +start: extra SIGKILLs of a server still starting.
-ack creates/deletes: answered 200/204. uncertain: attempts cut off by a kill or answered 5xx
-(either outcome allowed; each is repeated until answered). listed: plants listed at the end.
+ack creates/deletes: answered 200/204. uncertain: attempts cut off by a kill, or answered 503
+with Retry-After (either outcome allowed; each is repeated until answered); 503: those 503s.
+faults: any other 5xx answer (a 500, a 503 without Retry-After): each fails the run.
+listed: plants listed at the end.
 restart s: mean seconds from a kill to /healthz answering again."""
 
 

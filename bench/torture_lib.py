@@ -3,10 +3,15 @@
 Several users, each with several tokens issued through the real CLI, are driven by client
 threads. Each client owns a disjoint range of ids and, for every ``(user, id)`` it touches,
 keeps what the plant may be now: absent, or one exact ``(name, tag)``. A 2xx narrows that to
-one state; a request cut off by a kill (or answered 5xx) is *uncertain* and widens it to
-"as before, or as asked", and the client then repeats exactly that request until it gets a
-definite answer, so nothing else is sent for the key while an attempt may still land. A
-refused connection never reached a server and changes nothing.
+one state; a request cut off by a kill (or answered 503 with ``Retry-After``, the contract's
+"the database cannot be reached now") is *uncertain* and widens it to "as before, or as
+asked", and the client then repeats exactly that request until it gets a definite answer, so
+nothing else is sent for the key while an attempt may still land. A refused connection never
+reached a server and changes nothing.
+
+Any other 5xx (a 500, a 502, a 503 without ``Retry-After``) is a *fault*: the server broke
+its contract. The key is widened as for an uncertain attempt (the write may have happened
+before it broke) and the request repeated, but the answer is recorded and fails the run.
 
 Meanwhile a killer lets traffic run for 50-400 ms, sends SIGKILL to the server's whole
 process group, restarts ``plantstore serve`` on the same database and port, and repeats.
@@ -22,7 +27,7 @@ Afterwards every user's plants are listed through the API and each key is judged
   that key, a key never sent, another user's plant, the same key listed twice.
 
 Answers no valid request should get (401, 409 for an identical repeat, 400, a 200 with the
-wrong body, a list out of id order) are counted as odd answers. On SQLite the file then gets
+wrong body, a list out of id order) are counted as odd answers, and fail the run as faults do. On SQLite the file then gets
 ``PRAGMA integrity_check`` after a clean stop.
 
 ``tests/test_torture.py`` runs a bounded version; ``bench/torture.py`` (``make torture``) a
@@ -115,15 +120,16 @@ class TortureResult:
     startup_kills: int = 0  # extra SIGKILLs of a server still starting
     acknowledged_creates: int = 0
     acknowledged_deletes: int = 0
-    uncertain: int = 0  # attempts cut off by a kill or answered 5xx
+    uncertain: int = 0  # attempts cut off by a kill, or answered 503 with Retry-After
+    unavailable: int = 0  # of those, the 503s with Retry-After
     not_sent: int = 0  # attempts whose connection was refused
-    server_errors: int = 0  # 5xx answers (counted in uncertain too)
     keys: int = 0  # (user, id) pairs a create was attempted for
     listed: int = 0  # plants listed at the end
     lost: list[str] = field(default_factory=list)
     resurrected: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     odd: list[str] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)  # 5xx answers but a 503 with Retry-After
     integrity_check: str = "n/a"
     seconds: float = 0.0
     restart_seconds: float = 0.0  # all restarts after a kill, from the kill to /healthz
@@ -135,7 +141,7 @@ class TortureResult:
     @property
     def passed(self) -> bool:
         return (
-            not (self.lost or self.resurrected or self.unexpected or self.odd)
+            not (self.lost or self.resurrected or self.unexpected or self.odd or self.faults)
             and self.integrity_check in ("ok", "n/a")
             and self.acknowledged_creates > 0
         )
@@ -148,6 +154,7 @@ class TortureResult:
             ("resurrected", self.resurrected),
             ("unexpected", self.unexpected),
             ("odd answer", self.odd),
+            ("server fault", self.faults),
         ):
             lines += [f"{kind}: {item}" for item in items[:limit]]
             if len(items) > limit:
@@ -319,7 +326,8 @@ def judge(key: Key, observed: State) -> list[Literal["lost", "resurrected", "une
 
 class Outcome(enum.Enum):
     NOT_SENT = "not sent"  # the connection was refused: no server saw the request
-    UNCERTAIN = "uncertain"  # cut off, timed out, or 5xx: it may or may not have happened
+    UNCERTAIN = "uncertain"  # cut off, timed out, or a 503 with Retry-After: it may or may
+    # not have happened (a fault is recorded as one and also counted as a fault)
     ANSWERED = "answered"
 
 
@@ -395,8 +403,8 @@ class Client(threading.Thread):
             pending = self._record(op, outcome, response)
             if pending is None or outcome is Outcome.ANSWERED:
                 continue
-            # The server is down: wait for the restart, probing now and then. After a 5xx
-            # from a live server, pause a little before repeating the request.
+            # The server is down: wait for the restart, probing now and then. After a 503
+            # (or a fault) from a live server, pause a little before repeating the request.
             if signals.up.wait(0.25) and response is not None:
                 time.sleep(0.05)
 
@@ -444,8 +452,16 @@ class Client(threading.Thread):
             return Outcome.NOT_SENT, None
         except httpx.TransportError:
             return Outcome.UNCERTAIN, None
-        if response.status_code >= 500:
-            self.result.server_errors += 1
+        status = response.status_code
+        if status == 503 and response.headers.get("retry-after"):
+            self.result.unavailable += 1  # "try again": the contract's answer to an outage
+            return Outcome.UNCERTAIN, response
+        if status >= 500:  # a fault; the write may still have happened, so: uncertain too
+            self.result.faults.append(
+                f"{op.kind} (attempt {op.attempts}) answered {status} "
+                f"(Retry-After: {response.headers.get('retry-after')}) {response.text[:200]} "
+                f"for {op.key.describe()}"
+            )
             return Outcome.UNCERTAIN, response
         return Outcome.ANSWERED, response
 
@@ -684,11 +700,11 @@ def final_look(
             "acknowledged_creates",
             "acknowledged_deletes",
             "uncertain",
+            "unavailable",
             "not_sent",
-            "server_errors",
         ):
             setattr(result, name, getattr(result, name) + getattr(counts, name))
-        for name in ("lost", "resurrected", "unexpected", "odd"):
+        for name in ("lost", "resurrected", "unexpected", "odd", "faults"):
             getattr(result, name).extend(getattr(counts, name))
         keys.update(((key.user, key.plant_id), key) for key in client.keys)
     result.keys = len(keys)

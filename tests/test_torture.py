@@ -6,14 +6,27 @@ creates and deletes by several users and tokens, then every acknowledged write c
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
+import httpx
 import pytest
 
-from torture_lib import Key, TortureConfig, judge, run_torture
+from torture_lib import (
+    Client,
+    Key,
+    Op,
+    Outcome,
+    Signals,
+    TortureConfig,
+    TortureResult,
+    Victim,
+    judge,
+    run_torture,
+)
 
 KILLS = 20
 
@@ -37,13 +50,15 @@ def test_sigkill_torture_loses_and_resurrects_nothing(
     summary = (
         f"seed {result.seed}: {result.kills} kills (+{result.startup_kills} while starting), "
         f"{result.acknowledged_creates} acknowledged creates, "
-        f"{result.acknowledged_deletes} acknowledged deletes, {result.uncertain} uncertain, "
-        f"{result.listed} listed; integrity_check {result.integrity_check}; "
+        f"{result.acknowledged_deletes} acknowledged deletes, {result.uncertain} uncertain "
+        f"({result.unavailable} of them 503 with Retry-After), {len(result.faults)} server "
+        f"faults (5xx), {result.listed} listed; integrity_check {result.integrity_check}; "
         f"{result.mean_restart:.1f}s per restart, {result.seconds:.0f}s in all"
     )
     print(summary)
     assert result.kills >= KILLS, summary
     findings = result.findings()
+    assert not result.faults, f"{summary}\n{findings}"  # a 500 is a fault, not a maybe
     assert not findings, f"{summary}\n{findings}"
     assert result.integrity_check == ("ok" if backend == "sqlite" else "n/a"), summary
     # The run proved something: writes were acknowledged and deleted between the kills,
@@ -71,3 +86,35 @@ def test_judge_tells_lost_resurrected_and_unexpected_apart() -> None:
     assert judge(maybe, plant) == []
     assert judge(maybe, None) == []
     assert judge(maybe, ("1~2 Ficus", "green")) == ["unexpected"]
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "fault"),
+    [
+        (503, {"Retry-After": "1"}, False),  # the contract's outage answer: uncertain
+        (500, {}, True),
+        (503, {}, True),  # an outage answer must say when to retry
+        (502, {"Retry-After": "1"}, True),
+    ],
+)
+def test_a_5xx_is_a_fault_unless_it_is_a_503_with_retry_after(
+    tmp_path: Path, status: int, headers: dict[str, str], fault: bool
+) -> None:
+    """How one answer is classed, on a canned answer (the run above only sees a good server)."""
+    config = TortureConfig(database_url=f"sqlite:///{tmp_path / 'unused.db'}", workdir=tmp_path)
+    client = Client(0, "u", "pst_x", Victim(config), Signals(), random.Random(1))
+    body = {"error": status, "message": "canned"}
+    answer = httpx.MockTransport(lambda request: httpx.Response(status, headers=headers, json=body))
+    key = Key("u", 1, possible={None})
+    op = Op("create", key, ("1~1 Ficus", None))
+    with httpx.Client(transport=answer) as http:
+        outcome, response = client._send(http, op)
+    assert outcome is Outcome.UNCERTAIN
+    assert client._record(op, outcome, response) is op  # repeated until definite
+    assert key.possible == {None, ("1~1 Ficus", None)}  # it may have happened either way
+    assert client.result.uncertain == 1
+    assert client.result.unavailable == (0 if fault else 1)
+    assert len(client.result.faults) == (1 if fault else 0)
+    verdict = TortureResult("sqlite", 0, acknowledged_creates=1, faults=client.result.faults)
+    assert verdict.passed is not fault
+    assert ("server fault" in verdict.findings()) is fault
