@@ -64,9 +64,20 @@ def test_failed_authentications_lock_the_address_out_before_any_lookup(
 
 
 def test_good_requests_never_spend_the_failure_budget(db_url: str, issue_token: IssueToken) -> None:
-    good = bearer(issue_token("alice"))
+    """Good requests that each reach the lookup leave the budget as it was.
+
+    Each good request has a token of its own: a token found in the cache skips the address's
+    budget altogether, so the same token again would prove nothing. With 2/minute, one
+    failure, then the good lookups, then a second failure that must still be a 401; the third
+    is a 429, which shows the budget was live all along.
+    """
+    guess = bearer("pst_" + "A" * 43)
+    goods = [bearer(issue_token(f"good-{number}")) for number in range(5)]
     with limited_client(db_url, auth_failure_limit="2/minute") as client:
-        assert all(client.get("/plants", headers=good).status_code == 200 for _ in range(10))
+        assert_error(client.get("/plants", headers=guess), 401)  # one of two spent
+        assert [client.get("/plants", headers=good).status_code for good in goods] == [200] * 5
+        assert_error(client.get("/plants", headers=guess), 401)  # the second: still a 401
+        assert_too_many(client.get("/plants", headers=guess), "authentication")
 
 
 def test_x_forwarded_for_is_ignored_from_an_untrusted_peer(
