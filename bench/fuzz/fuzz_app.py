@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,7 @@ from urllib.parse import unquote_to_bytes
 from fuzzlib import ServiceFault, Violation, fuzz, instrumented_imports
 
 with instrumented_imports("starlette"):
-    from starlette.applications import Starlette
-    from starlette.types import Message
+    from starlette.types import ASGIApp, Message
 
     from plantstore.app import create_app
     from plantstore.settings import load_settings
@@ -77,9 +75,9 @@ def _issue_token(user: str) -> str:
 
 @dataclass
 class Service:
-    app: Starlette
+    app: ASGIApp
     loop: asyncio.AbstractEventLoop
-    lifespan: AbstractAsyncContextManager[object]  # held: if collected, its exit closes the store
+    lifespan: asyncio.Task[None]  # held: the app's lifespan, running until the process ends
     token: str
     faults: _Faults
 
@@ -111,10 +109,30 @@ def start() -> Service:
         logging.getLogger(name).propagate = False  # the crash report carries the traceback
     app = create_app(load_settings())
     loop = asyncio.new_event_loop()
-    lifespan = app.router.lifespan_context(app)
-    loop.run_until_complete(lifespan.__aenter__())
+    lifespan = loop.run_until_complete(_started(app))
     SERVICE = Service(app, loop, lifespan, token, faults)
     return SERVICE
+
+
+async def _started(app: ASGIApp) -> asyncio.Task[None]:
+    """Run the app's ASGI lifespan up to 'startup complete', as a server would."""
+    messages: asyncio.Queue[Message] = asyncio.Queue()
+    await messages.put({"type": "lifespan.startup"})
+    started = asyncio.get_running_loop().create_future()
+
+    async def send(message: Message) -> None:
+        if not started.done():
+            started.set_result(message["type"])
+
+    async def run() -> None:
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        await app(scope, messages.get, send)
+
+    task = asyncio.create_task(run())
+    outcome = await started
+    if outcome != "lifespan.startup.complete":
+        raise RuntimeError(f"the app did not start: {outcome}")
+    return task
 
 
 def service() -> Service:

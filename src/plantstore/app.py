@@ -1,21 +1,28 @@
 """``create_app(settings)``: the ASGI app. Nothing happens at import time.
 
 The lifespan migrates and opens the store; errors of every layer are turned into the
-Error body here, and only here.
+Error body here and in ``Observe``, the one layer outside Starlette that sees every request.
+
+Requests flow through ``Observe`` (request id, metrics, access log, last-resort 500), CORS
+when configured, ``DrainUnreadBody``, ``PlantRoutes`` (the three plant operations, served
+directly), and then Starlette for everything else: plain ASGI layers, each a few lines, in
+front of the framework rather than inside its middleware stack, which cost a plant request
+Starlette's own outer layers too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp
 
 from . import metrics
 from .api import ops
@@ -24,7 +31,7 @@ from .api.auth import Authenticator
 from .api.cors import ContractCORS
 from .api.dispatch import PlantRoutes
 from .api.keepalive import DrainUnreadBody
-from .api.observe import REQUEST_ID_KEY, Observe
+from .api.observe import Observe
 from .api.ratelimit import RateLimits
 from .api.responses import error_response, unexpected_error_response
 from .api.services import Services
@@ -40,8 +47,11 @@ from .store.migrate import upgrade
 _ROUTING_MESSAGES = {404: "no such path", 405: "method not allowed on this path"}
 
 
-def create_app(settings: Settings) -> Starlette:
-    """Build the service for ``settings``; the store opens when the server starts it."""
+def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Observe:
+    """Build the service for ``settings``; the store opens when the server starts it.
+
+    ``freeze_after_start`` is for server processes: see ``_freeze_startup_objects``.
+    """
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -63,6 +73,8 @@ def create_app(settings: Settings) -> Starlette:
                 ),
                 cursors=CursorCodec(await store.cursor_key()),
             )
+            if freeze_after_start:
+                _freeze_startup_objects()
             yield
         finally:
             await store.close()
@@ -70,16 +82,6 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(
         routes=_routes(),
         lifespan=lifespan,
-        middleware=[
-            Middleware(Observe, access_log=access_logger() if settings.access_log else None),
-            *_cors(settings),
-            Middleware(
-                DrainUnreadBody,
-                max_body_bytes=settings.max_body_bytes,
-                body_timeout=settings.body_timeout,
-            ),
-            Middleware(PlantRoutes),
-        ],
         exception_handlers={
             PlantstoreError: _on_plantstore_error,
             HTTPException: _on_routing_error,
@@ -88,27 +90,36 @@ def create_app(settings: Settings) -> Starlette:
     )
     app.router.redirect_slashes = False
     app.state.openapi = encoder.encode(build_document())
-    return app
+    layers: ASGIApp = PlantRoutes(app, app.state)
+    layers = DrainUnreadBody(layers, settings.max_body_bytes, settings.body_timeout)
+    if settings.cors_origin_list:  # otherwise browsers keep their same-origin rule
+        layers = ContractCORS(layers, allow_origins=settings.cors_origin_list)
+    access_log = access_logger() if settings.access_log else None
+    return Observe(layers, access_log=access_log, state=app.state)
 
 
-def create_app_from_env() -> Starlette:
+def create_app_from_env() -> Observe:
     """Factory for servers started by import string (granian workers, uvicorn --factory)."""
     settings = load_settings()
     configure_logging(settings.log_level)
-    return create_app(settings)
+    return create_app(settings, freeze_after_start=True)
 
 
-def _cors(settings: Settings) -> list[Middleware]:
-    """CORS only when origins are configured: by default browsers keep their same-origin rule."""
-    if not settings.cors_origin_list:
-        return []
-    return [Middleware(ContractCORS, allow_origins=settings.cors_origin_list)]
+def _freeze_startup_objects() -> None:
+    """Take everything alive after start-up out of the cyclic collector's sight.
+
+    Modules, migrations' SQLAlchemy metadata, settings and the OpenAPI document live as long
+    as the process, yet every full collection walked them all; frozen (``gc.freeze``), they
+    are skipped. Measured on a list request: 12 µs less CPU (bench/README.md).
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _routes() -> list[Route | Mount]:
     return [
         Route("/plants", plant_routes.plants_collection, methods=["GET", "POST"]),
-        Route("/plants/{id}", plant_routes.delete_plant, methods=["DELETE"]),
+        Route("/plants/{id}", plant_routes.delete_plant_route, methods=["DELETE"]),
         Route("/healthz", ops.healthz, methods=["GET"]),
         Route("/readyz", ops.readyz, methods=["GET"]),
         Route("/openapi.json", ops.openapi_json, methods=["GET"]),
@@ -129,7 +140,4 @@ async def _on_routing_error(request: Request, exc: Exception) -> Response:
 
 
 async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
-    response = unexpected_error_response(request, exc)
-    # Starlette sends this from outside every middleware, so Observe cannot add the id.
-    response.headers["X-Request-ID"] = request.scope.get(REQUEST_ID_KEY, b"-").decode("ascii")
-    return response
+    return unexpected_error_response(request, exc)  # Observe, outside, adds the request id

@@ -7,10 +7,12 @@ import logging
 import sys
 from collections.abc import MutableMapping
 from datetime import UTC, datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import msgspec
 import structlog
+
+ACCESS_LOGGER = "plantstore.access"
 
 
 def configure_logging(level: str) -> None:
@@ -48,16 +50,41 @@ def configure_logging(level: str) -> None:
     )
 
 
-def access_logger() -> Any:
-    """The logger for the one line per request: ``.info(event, **fields)``, to stdout.
+class AccessLine(msgspec.Struct):
+    """One request, as its access-log line shows it (fields in the order they are written)."""
+
+    request_id: str
+    method: str
+    route: str
+    status: int
+    duration_ms: float
+    user_id: int | None
+    event: str = "request"
+    level: str = "info"
+    logger: str = ACCESS_LOGGER
+    timestamp: str = ""
+
+
+class AccessLog(Protocol):
+    def write(self, line: AccessLine) -> None: ...
+
+
+def access_logger() -> AccessLog:
+    """Where the one line per request goes: stdout.
 
     On a terminal it is structlog's console renderer. Off one it is ``JSONLines``: the same
-    shape as the other records (JSON with ``timestamp``, ``level`` and ``logger``) at 3 µs a
-    line, where structlog's bound logger took 7 and the stdlib logging path 25, on a request
-    that costs 90 in all.
+    shape as the other records (JSON with ``timestamp``, ``level`` and ``logger``).
     """
     if sys.stdout.isatty():
-        return structlog.wrap_logger(
+        return ConsoleLines()
+    return JSONLines(sys.stdout.buffer)
+
+
+class ConsoleLines:
+    """Access lines for a person at a terminal, through structlog's console renderer."""
+
+    def __init__(self) -> None:
+        self._logger = structlog.wrap_logger(
             structlog.PrintLogger(sys.stdout),
             processors=[
                 structlog.processors.add_log_level,
@@ -67,28 +94,31 @@ def access_logger() -> Any:
             ],
             wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         )
-    return JSONLines(sys.stdout.buffer, "plantstore.access")
+
+    def write(self, line: AccessLine) -> None:
+        fields = msgspec.structs.asdict(line)
+        for name in ("event", "level", "logger", "timestamp"):
+            del fields[name]
+        self._logger.info(line.event, **fields)
 
 
 class JSONLines:
-    """Writes each ``info`` call as one JSON line.
+    """Writes access lines as JSON, gathered per pass of the event loop.
 
-    Lines are gathered while the event loop runs callbacks and written together when it gets
-    to this one's turn (``call_soon``): one write for all the requests that finished in that
-    pass, not a write and a flush each. Nothing waits longer than one pass of the loop.
+    Lines are kept while the event loop runs callbacks and written together when it gets to
+    this one's turn (``call_soon``): one timestamp, one encoding call and one write for all
+    the requests that finished in that pass (they finished within it, so the stamp is theirs
+    to the pass's length). Building a dict and encoding it per request cost a tenth of a list
+    request; a Struct per request costs a fraction of that.
     """
 
-    def __init__(self, stream: BinaryIO, logger_name: str) -> None:
+    def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
-        self._logger_name = logger_name
-        self._pending: list[bytes] = []
+        self._pending: list[AccessLine] = []
+        self._encoder = msgspec.json.Encoder()
 
-    def info(self, event: str, **fields: Any) -> None:
-        fields["event"] = event
-        fields["level"] = "info"
-        fields["logger"] = self._logger_name
-        fields["timestamp"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        self._pending.append(msgspec.json.encode(fields))
+    def write(self, line: AccessLine) -> None:
+        self._pending.append(line)
         if len(self._pending) == 1:
             try:
                 asyncio.get_running_loop().call_soon(self.flush)
@@ -98,12 +128,15 @@ class JSONLines:
     def flush(self) -> None:
         lines, self._pending = self._pending, []
         if lines:
-            self._stream.write(b"\n".join(lines) + b"\n")
+            stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            for line in lines:
+                line.timestamp = stamp
+            self._stream.write(self._encoder.encode_lines(lines))
             self._stream.flush()
 
 
 def _access_logger_name(
     _: Any, __: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    event["logger"] = "plantstore.access"
+    event["logger"] = ACCESS_LOGGER
     return event

@@ -33,47 +33,54 @@ class Authenticator:
     ) -> None:
         self._store = store
         self._cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[TokenRecord, float]] = {}
+        # Authorization header -> (record, token hash, when it was read from the store)
+        self._cache: dict[str, tuple[TokenRecord, str, float]] = {}
         self._limits = limits
         self._trusted_proxies = trusted_proxies
 
     async def authenticate(self, request: Request) -> TokenRecord:
         """The caller's token record; a 401 when there is none, a 429 past a rate limit.
 
-        An address out of failed authentications is refused before its token is looked up;
-        a token found in the cache was good a moment ago, so it skips that check (and its
-        cost on every request).
+        The cache is keyed by the Authorization header as sent, so a warm request neither
+        parses nor hashes it. An address out of failed authentications is refused before its
+        token is looked up; a token found in the cache was good a moment ago, so it skips
+        that check (and its cost on every request).
         """
-        token_hash = hash_token(bearer_token(request.headers.get("authorization")))
-        record = self._cached(token_hash)
-        if record is None:
-            address = client_address(request.scope, self._trusted_proxies)
-            await self._limits.check_address(address)
-            record = await self._fetch(token_hash)
-            if record is None or not record.usable_at(time.time()):
-                await self._limits.note_auth_failure(address)
+        authorization = request.headers.get("authorization")
+        cached = self._cache.get(authorization or "")
+        if cached is not None and time.monotonic() - cached[2] < self._cache_seconds:
+            record, token_hash = cached[0], cached[1]
+            if not record.usable_at(time.time()):
                 raise InvalidToken()
-        elif not record.usable_at(time.time()):
-            raise InvalidToken()
+        else:
+            record, token_hash = await self._look_up(request, authorization)
         request.scope[USER_KEY] = record.user_id  # for the access log
         # Keyed by the hash, not the id: deployments sharing one Redis never share a budget.
         await self._limits.spend_token_request(token_hash)
         return record
 
-    def _cached(self, token_hash: str) -> TokenRecord | None:
-        cached = self._cache.get(token_hash)
-        if cached is not None and time.monotonic() - cached[1] < self._cache_seconds:
-            return cached[0]
-        return None
+    async def _look_up(
+        self, request: Request, authorization: str | None
+    ) -> tuple[TokenRecord, str]:
+        """The token's record from the store, and its hash; a 401 or 429 if refused."""
+        token_hash = hash_token(bearer_token(authorization))
+        assert authorization is not None  # bearer_token refuses a missing header
+        address = client_address(request.scope, self._trusted_proxies)
+        await self._limits.check_address(address)
+        record = await self._fetch(authorization, token_hash)
+        if record is None or not record.usable_at(time.time()):
+            await self._limits.note_auth_failure(address)
+            raise InvalidToken()
+        return record, token_hash
 
-    async def _fetch(self, token_hash: str) -> TokenRecord | None:
+    async def _fetch(self, authorization: str, token_hash: str) -> TokenRecord | None:
         record = await self._store.find_token(token_hash)
         if record is None:
-            self._cache.pop(token_hash, None)
+            self._cache.pop(authorization, None)
             return None
         if len(self._cache) >= _MAX_CACHED:
             self._cache.clear()
-        self._cache[token_hash] = (record, time.monotonic())
+        self._cache[authorization] = (record, token_hash, time.monotonic())
         await self._note_use(record)
         return record
 

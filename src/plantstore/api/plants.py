@@ -23,18 +23,23 @@ from .parsing import (
     whole_number,
 )
 from .responses import API_HEADERS, json_response
-from .services import services_of
+from .services import Services, services_of
 
 
 async def plants_collection(request: Request) -> Response:
-    """``/plants`` is one route so that a wrong method's ``Allow`` lists both GET and POST."""
+    """``/plants`` for Starlette's router (``PlantRoutes`` calls the handlers directly); one
+    route, so that a wrong method's ``Allow`` lists both GET and POST."""
     if request.method == "POST":
-        return await create_plant(request)
-    return await list_plants(request)
+        return await create_plant(services_of(request), request)
+    return await list_plants(services_of(request), request)
 
 
-async def create_plant(request: Request) -> Response:
-    services = services_of(request)
+async def delete_plant_route(request: Request) -> Response:
+    """``/plants/{id}`` for Starlette's router."""
+    return await delete_plant(services_of(request), request)
+
+
+async def create_plant(services: Services, request: Request) -> Response:
     caller = await services.authenticator.authenticate(request)
     check_content_type(request.headers.get("content-type"))
     settings = services.settings
@@ -44,8 +49,7 @@ async def create_plant(request: Request) -> Response:
     return json_response(encoder.encode(plant))
 
 
-async def list_plants(request: Request) -> Response:
-    services = services_of(request)
+async def list_plants(services: Services, request: Request) -> Response:
     caller = await services.authenticator.authenticate(request)
     query = query_params(request.scope["query_string"])
     raw_limit = single_param(query, "limit")
@@ -58,8 +62,7 @@ async def list_plants(request: Request) -> Response:
     return json_response(encoder.encode(page.plants), headers=headers)
 
 
-async def delete_plant(request: Request) -> Response:
-    services = services_of(request)
+async def delete_plant(services: Services, request: Request) -> Response:
     caller = await services.authenticator.authenticate(request)
     plant_id = parse_plant_id(request.path_params["id"])
     if not await services.store.delete_plant(caller.user_id, plant_id):

@@ -1,11 +1,14 @@
 """Rate limits: requests per token, and failed authentications per client address.
 
-Both use the ``limits`` library's fixed windows, kept in this process by default, or in Redis
-when ``PLANTSTORE_REDIS_URL`` is set so that every instance spends the same budget. An address
-that has failed authentication too often is refused (429) before its token is even looked
-up, so tokens cannot be guessed quickly; requests with a good token never count against it.
-If Redis cannot be reached the limits are not enforced (logged): they protect the service,
-and must not take it down.
+Each budget is "N per period" (``100/second``, the ``limits`` notation), spent in bursts of at
+most N. In one process it is kept by ``Budget``, a generic cell rate algorithm (GCRA): one
+float per key and no lock, clock read or timer beyond one ``monotonic()``, where the ``limits``
+library's memory storage cost a tenth of a list request. With ``PLANTSTORE_REDIS_URL`` set,
+every instance spends the same budget through the ``limits`` library's Redis storage instead
+(fixed windows). An address that has failed authentication too often is refused (429) before
+its token is even looked up, so tokens cannot be guessed quickly; requests with a good token
+never count against it. If Redis cannot be reached the limits are not enforced (logged): they
+protect the service, and must not take it down.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ..settings import parse_rate
 
 log = logging.getLogger(__name__)
 _WARN_EVERY_SECONDS = 5.0
+_MAX_KEYS = 100_000  # keys kept before spent-out ones are dropped
 
 
 def client_address(scope: Scope, trusted_proxies: frozenset[str]) -> str:
@@ -37,56 +41,125 @@ def client_address(scope: Scope, trusted_proxies: frozenset[str]) -> str:
     return address
 
 
+class Budget:
+    """``amount`` spends per ``period`` seconds for each key, in this process (GCRA).
+
+    Each key keeps its theoretical arrival time: when its budget would be whole again if
+    spending stopped now. A spend moves it one interval on, and is refused while it lies more
+    than a period, less one interval, ahead of now.
+    """
+
+    def __init__(self, item: RateLimitItem) -> None:
+        period = float(item.get_expiry())
+        self._interval = period / item.amount
+        self._tolerance = period - self._interval
+        self._arrivals: dict[str, float] = {}
+
+    def wait(self, key: str) -> float:
+        """Seconds until ``key`` may spend again; 0 when it may now."""
+        now = time.monotonic()
+        return max(0.0, self._arrivals.get(key, now) - self._tolerance - now)
+
+    def spend(self, key: str) -> float:
+        """Spend once if the budget allows: 0; otherwise the seconds to wait, nothing spent."""
+        now = time.monotonic()
+        arrival = self._arrivals.get(key, now)
+        if arrival < now:
+            arrival = now
+        wait = arrival - self._tolerance - now
+        if wait > 0:
+            return wait
+        self._arrivals[key] = arrival + self._interval
+        if len(self._arrivals) > _MAX_KEYS:
+            self._forget_whole(now)
+        return 0.0
+
+    def _forget_whole(self, now: float) -> None:
+        """Drop keys whose budget is whole again: they behave as if never seen."""
+        self._arrivals = {key: at for key, at in self._arrivals.items() if at > now}
+
+
 class RateLimits:
     """The two budgets a request may spend; a check raises a 429 when one is used up."""
 
     def __init__(self, per_token: str, auth_failures: str, redis_url: str | None) -> None:
-        uri = "async+memory://" if not redis_url else f"async+{redis_url.removeprefix('async+')}"
-        self._limiter = FixedWindowRateLimiter(storage_from_string(uri))
         self._per_token = parse_rate(per_token)
         self._auth_failures = parse_rate(auth_failures)
+        self._shared: FixedWindowRateLimiter | None = None
+        if redis_url:
+            uri = f"async+{redis_url.removeprefix('async+')}"
+            self._shared = FixedWindowRateLimiter(storage_from_string(uri))
+        local = self._shared is None
+        self._token_budget = Budget(self._per_token) if local and self._per_token else None
+        self._failure_budget = (
+            Budget(self._auth_failures) if local and self._auth_failures else None
+        )
         self._last_warning = -math.inf
 
     async def spend_token_request(self, token_hash: str) -> None:
-        if self._per_token is not None and not await self._hit(
-            self._per_token, "token", token_hash
-        ):
-            retry_after = await self._retry_after(self._per_token, "token", token_hash)
-            raise TooManyRequests("too many requests with this token; slow down", retry_after)
+        if self._token_budget is not None:
+            wait = self._token_budget.spend(token_hash)
+        elif self._per_token is not None:
+            wait = await self._shared_spend(self._per_token, "token", token_hash)
+        else:
+            return
+        if wait > 0:
+            raise TooManyRequests("too many requests with this token; slow down", _seconds(wait))
 
     async def check_address(self, address: str) -> None:
         """Refuse an address that has used up its failed authentications."""
-        if self._auth_failures is None:
+        if self._failure_budget is not None:
+            wait = self._failure_budget.wait(address)
+        elif self._auth_failures is not None:
+            wait = await self._shared_wait(self._auth_failures, "auth-failure", address)
+        else:
             return
-        try:
-            allowed = await self._limiter.test(self._auth_failures, "auth-failure", address)
-        except Exception as exc:  # any storage failure: fail open, and say so
-            self._warn(exc)
-            return
-        if not allowed:
-            retry_after = await self._retry_after(self._auth_failures, "auth-failure", address)
-            raise TooManyRequests("too many failed authentications from this address", retry_after)
+        if wait > 0:
+            raise TooManyRequests(
+                "too many failed authentications from this address", _seconds(wait)
+            )
 
     async def note_auth_failure(self, address: str) -> None:
-        if self._auth_failures is not None:
-            await self._hit(self._auth_failures, "auth-failure", address)
+        if self._failure_budget is not None:
+            self._failure_budget.spend(address)
+        elif self._auth_failures is not None:
+            await self._shared_spend(self._auth_failures, "auth-failure", address)
 
-    async def _hit(self, item: RateLimitItem, kind: str, key: object) -> bool:
+    async def _shared_spend(self, item: RateLimitItem, kind: str, key: str) -> float:
+        assert self._shared is not None
         try:
-            return await self._limiter.hit(item, kind, str(key))
+            if await self._shared.hit(item, kind, key):
+                return 0.0
         except Exception as exc:  # any storage failure: fail open, and say so
             self._warn(exc)
-            return True
+            return 0.0
+        return await self._reset_in(item, kind, key)
 
-    async def _retry_after(self, item: RateLimitItem, kind: str, key: object) -> int:
+    async def _shared_wait(self, item: RateLimitItem, kind: str, key: str) -> float:
+        assert self._shared is not None
         try:
-            stats = await self._limiter.get_window_stats(item, kind, str(key))
+            if await self._shared.test(item, kind, key):
+                return 0.0
+        except Exception as exc:  # any storage failure: fail open, and say so
+            self._warn(exc)
+            return 0.0
+        return await self._reset_in(item, kind, key)
+
+    async def _reset_in(self, item: RateLimitItem, kind: str, key: str) -> float:
+        assert self._shared is not None
+        try:
+            stats = await self._shared.get_window_stats(item, kind, key)
         except Exception:  # the window cannot be read: a second is a fair guess
-            return 1
-        return max(1, math.ceil(stats.reset_time - time.time()))
+            return 1.0
+        return max(1.0, stats.reset_time - time.time())
 
     def _warn(self, exc: Exception) -> None:
         now = time.monotonic()
         if now - self._last_warning >= _WARN_EVERY_SECONDS:
             self._last_warning = now
             log.warning("rate limits not enforced: their store failed (%s)", type(exc).__name__)
+
+
+def _seconds(wait: float) -> int:
+    """A Retry-After value: whole seconds, at least one."""
+    return max(1, math.ceil(wait))
