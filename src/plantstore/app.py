@@ -56,7 +56,9 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(upgrade, settings.database_url)
-        store = open_store(settings, on_commit=metrics.observe_commit)
+        store = open_store(
+            settings, on_commit=metrics.observe_commit, on_lock_wait=metrics.observe_lock_wait
+        )
         metrics.time_store_operations(store)
         await store.open()
         try:

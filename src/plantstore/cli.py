@@ -88,7 +88,7 @@ def _with_store(settings: Settings, work: Callable[[Store], Awaitable[T]]) -> T:
 @click.option(
     "--workers",
     type=int,
-    help="Processes, PostgreSQL only [env PLANTSTORE_WORKERS, default 1]",
+    help="Worker processes [env PLANTSTORE_WORKERS, default: one per core, at most 8]",
 )
 @click.pass_context
 def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None) -> None:
@@ -131,6 +131,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
                 max_buffer_size=MAX_HEADER_BYTES,  # a longer head is refused (431) unread
             ),
             workers_kill_timeout=math.ceil(settings.shutdown_timeout),
+            respawn_failed_workers=True,  # a worker that died is replaced; the rest serve on
         ).serve()
 
 

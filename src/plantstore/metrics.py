@@ -56,6 +56,15 @@ COMMIT_BATCH = Histogram(
     "Writes carried by one SQLite commit (one fsync).",
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
 )
+LOCK_WAIT = Histogram(
+    "plantstore_sqlite_write_lock_wait_seconds",
+    "Time a SQLite group commit waited for another process's write lock (waits only).",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+LOCK_TIMEOUTS = Counter(
+    "plantstore_sqlite_write_lock_timeouts",
+    "Group commits refused (503) because another process held the write lock too long.",
+)
 
 
 class Tally:
@@ -181,3 +190,10 @@ def time_store_operations(store: object) -> None:
 def observe_commit(writes: int) -> None:
     """Called by the SQLite writer's thread, so written at once rather than tallied."""
     COMMIT_BATCH.observe(writes)
+
+
+def observe_lock_wait(seconds: float, timed_out: bool) -> None:
+    """Called by the SQLite writer's thread when another process held the write lock."""
+    LOCK_WAIT.observe(seconds)
+    if timed_out:
+        LOCK_TIMEOUTS.inc()

@@ -7,11 +7,12 @@ line instead of failing on the first request.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from typing import Literal
 
 from limits import RateLimitItem, parse
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .database_url import Backend, backend_of
@@ -40,11 +41,12 @@ class Settings(BaseSettings):
     database_url: str = DEFAULT_DATABASE_URL
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
-    workers: int = Field(default=1, ge=1, le=64)
+    workers: int = Field(default_factory=lambda: default_workers(), ge=1, le=64)
     max_body_bytes: int = Field(default=65_536, ge=1_024, le=16 * 1024 * 1024)
     page_cap: int = Field(default=1_000, ge=1, le=100_000)
     group_commit: bool = True
     max_batch: int = Field(default=512, ge=1, le=10_000)
+    # How long a SQLite write waits for another process's write lock before a 503.
     busy_timeout_ms: int = Field(default=5_000, ge=0, le=600_000)
     pool_size: int = Field(default=10, ge=1, le=1_000)
     connect_timeout: float = Field(default=1.0, gt=0.0, le=60.0)
@@ -94,15 +96,6 @@ class Settings(BaseSettings):
                 raise ValueError(f"{origin!r} is not an origin such as 'https://docs.example.com'")
         return text
 
-    @model_validator(mode="after")
-    def _one_sqlite_process(self) -> Settings:
-        if self.workers > 1 and self.backend == "sqlite":
-            raise ValueError(
-                "PLANTSTORE_WORKERS: SQLite is served by one process (its single writer is "
-                "what makes group commit work); use 1, or PostgreSQL for several"
-            )
-        return self
-
     @property
     def backend(self) -> Backend:
         return backend_of(self.database_url)
@@ -119,6 +112,12 @@ class Settings(BaseSettings):
     @property
     def cors_origin_list(self) -> list[str]:
         return split_list(self.cors_origins)
+
+
+def default_workers() -> int:
+    """One worker per core this process may run on (bench/README.md: the measurement), at
+    most 8: past that, SQLite's single write lock, not the cores, bounds what more buy."""
+    return max(1, min(8, len(os.sched_getaffinity(0))))
 
 
 def split_list(text: str) -> list[str]:

@@ -22,10 +22,15 @@ __all__ = [
 ]
 
 
-def open_store(settings: Settings, on_commit: Callable[[int], None] | None = None) -> Store:
+def open_store(
+    settings: Settings,
+    on_commit: Callable[[int], None] | None = None,
+    on_lock_wait: Callable[[float, bool], None] | None = None,
+) -> Store:
     """Return the (not yet opened) store that ``settings.database_url`` names.
 
-    ``on_commit`` hears how many writes each SQLite group commit carried.
+    ``on_commit`` hears how many writes each SQLite group commit carried, ``on_lock_wait``
+    how long each waited for another process's write lock and whether it gave up.
     """
     if settings.backend == "postgresql":
         return PostgresStore(
@@ -43,4 +48,5 @@ def open_store(settings: Settings, on_commit: Callable[[int], None] | None = Non
         busy_timeout_ms=settings.busy_timeout_ms,
         max_plants_per_user=settings.max_plants_per_user,
         on_commit=on_commit,
+        on_lock_wait=on_lock_wait,
     )

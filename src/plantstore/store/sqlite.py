@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import StoreUnavailable
 from .base import CreateOutcome, PlantRecord, TokenRecord
-from .sqlite_writer import Writer, connect
+from .sqlite_writer import Writer, connect, is_busy
 
 _TOKEN_COLUMNS = (
     "tokens.id, users.name, users.id, tokens.created_at, tokens.expires_at, "
@@ -21,7 +22,7 @@ _TOKEN_COLUMNS = (
 
 
 class SQLiteStore:
-    """The embedded default backend; one process owns the file."""
+    """The embedded default backend; every worker process has one, on the same file."""
 
     def __init__(
         self,
@@ -32,6 +33,7 @@ class SQLiteStore:
         busy_timeout_ms: int = 5_000,
         max_plants_per_user: int | None = None,
         on_commit: Callable[[int], None] | None = None,
+        on_lock_wait: Callable[[float, bool], None] | None = None,
     ) -> None:
         self.path = path
         self._max_plants = max_plants_per_user
@@ -42,6 +44,7 @@ class SQLiteStore:
             max_batch=max_batch,
             busy_timeout_ms=busy_timeout_ms,
             on_commit=on_commit,
+            on_lock_wait=on_lock_wait,
         )
         self._reader: sqlite3.Connection | None = None
 
@@ -79,17 +82,21 @@ class SQLiteStore:
     async def list_plants(
         self, user_id: int, after_id: int | None, limit: int
     ) -> list[PlantRecord]:
-        if after_id is None:
-            rows = self._read.execute(
-                "SELECT id, name, tag FROM plants WHERE user_id = ? ORDER BY id LIMIT ?",
-                (user_id, limit),
-            )
-        else:
-            rows = self._read.execute(
-                "SELECT id, name, tag FROM plants WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
-                (user_id, after_id, limit),
-            )
-        return [PlantRecord(*row) for row in rows]
+        try:
+            if after_id is None:
+                rows = self._read.execute(
+                    "SELECT id, name, tag FROM plants WHERE user_id = ? ORDER BY id LIMIT ?",
+                    (user_id, limit),
+                )
+            else:
+                rows = self._read.execute(
+                    "SELECT id, name, tag FROM plants WHERE user_id = ? AND id > ? "
+                    "ORDER BY id LIMIT ?",
+                    (user_id, after_id, limit),
+                )
+            return [PlantRecord(*row) for row in rows]
+        except sqlite3.OperationalError as exc:
+            raise _unavailable_if_busy(exc) from exc
 
     async def delete_plant(self, user_id: int, plant_id: int) -> bool:
         return await self.writer.submit(  # type: ignore[no-any-return]
@@ -103,11 +110,14 @@ class SQLiteStore:
         )
 
     async def find_token(self, token_hash: str) -> TokenRecord | None:
-        row = self._read.execute(
-            f"SELECT {_TOKEN_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id "  # noqa: S608 (constant columns)
-            "WHERE tokens.token_hash = ?",
-            (token_hash,),
-        ).fetchone()
+        try:
+            row = self._read.execute(
+                f"SELECT {_TOKEN_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id "  # noqa: S608 (constant columns)
+                "WHERE tokens.token_hash = ?",
+                (token_hash,),
+            ).fetchone()
+        except sqlite3.OperationalError as exc:
+            raise _unavailable_if_busy(exc) from exc
         return None if row is None else TokenRecord(*row)
 
     async def touch_token(self, token_id: int, when: float) -> None:
@@ -152,6 +162,12 @@ class SQLiteStore:
             return _create_token(conn, user, token_hash, None, None)
 
         return await self.writer.submit(create_if_none)  # type: ignore[no-any-return]
+
+
+def _unavailable_if_busy(exc: sqlite3.OperationalError) -> Exception:
+    """A read that waited out the busy timeout (rare in WAL: recovery, a checkpoint's reset)
+    is a 503 like a write's; any other failure stays what it is."""
+    return StoreUnavailable("the database is busy; retry shortly") if is_busy(exc) else exc
 
 
 def _create_plant(

@@ -4,6 +4,13 @@ With ``synchronous=FULL`` every commit waits for an fsync, so the writer takes e
 waiting in its queue, runs each inside its own savepoint (a failing job fails alone),
 commits them all with one fsync, and only then answers each caller: group commit. The
 model is datasette's write thread.
+
+Several processes (``serve --workers N``, a CLI command beside a server) each have a writer
+of their own on one file, and SQLite's write lock takes their transactions in turn. SQLite's
+own busy handler sleeps up to 100 ms between tries and is not woken when the lock frees, so
+the writer connection has none: ``_begin`` retries ``BEGIN IMMEDIATE`` itself, every 0.2 ms
+at first and never more than 2 ms apart, for up to ``busy_timeout_ms``. Past that, the batch
+fails with ``WriteLockTimeout``, which callers answer with a 503 and ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -14,14 +21,32 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import StoreUnavailable
+
 log = logging.getLogger(__name__)
 
 WriteFn = Callable[[sqlite3.Connection], Any]
+_FIRST_PAUSE = 0.0002
+_LONGEST_PAUSE = 0.002
+
+
+class WriteLockTimeout(StoreUnavailable):
+    """Another process held SQLite's write lock for longer than the busy timeout: a 503."""
+
+    def __init__(self) -> None:
+        super().__init__("the database is busy with other writes; retry shortly")
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused for a lock held elsewhere ("database is locked" or "busy")."""
+    primary = exc.sqlite_errorcode & 0xFF  # extended codes (SQLITE_BUSY_RECOVERY...) too
+    return primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
@@ -56,6 +81,7 @@ class Writer:
         max_batch: int,
         busy_timeout_ms: int,
         on_commit: Callable[[int], None] | None = None,
+        on_lock_wait: Callable[[float, bool], None] | None = None,
     ):
         self._path = path
         self._max_batch = max_batch if group_commit else 1
@@ -67,6 +93,9 @@ class Writer:
         self.commits = 0  # transactions committed (one fsync each)
         self.jobs_committed = 0  # writes those transactions carried
         self._on_commit = on_commit  # told each commit's number of writes (for metrics)
+        # told each wait for another process's lock: seconds, and whether it timed out
+        self._on_lock_wait = on_lock_wait
+        self._lock_timeout = busy_timeout_ms / 1000
 
     def start(self) -> None:
         self._thread.start()
@@ -102,6 +131,7 @@ class Writer:
     def _run(self) -> None:
         try:
             conn = connect(self._path, self._busy_timeout_ms)
+            conn.execute("PRAGMA busy_timeout = 0")  # _begin waits for the lock instead
         except BaseException as exc:
             self._startup_error = exc
             self._ready.set()
@@ -135,7 +165,7 @@ class Writer:
     def _commit(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             for job in batch:
                 outcomes.append(self._run_job(conn, job))
             conn.execute("COMMIT")
@@ -143,12 +173,41 @@ class Writer:
             self.jobs_committed += len(batch)
             if self._on_commit is not None:
                 self._on_commit(len(batch))
+        except WriteLockTimeout as exc:
+            log.warning(
+                "SQLite's write lock was held elsewhere too long: %d writes refused", len(batch)
+            )
+            outcomes = [(job, None, exc) for job in batch]
         except Exception as exc:
             log.exception("group commit of %d writes failed", len(batch))
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             outcomes = [(job, None, exc) for job in batch]
         _answer(outcomes)
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """Start a write transaction, waiting for another process's writer if need be."""
+        pause, waited_since = _FIRST_PAUSE, 0.0
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc):
+                    raise
+            now = time.monotonic()
+            waited_since = waited_since or now
+            if now - waited_since >= self._lock_timeout:
+                self._lock_waited(now - waited_since, timed_out=True)
+                raise WriteLockTimeout()
+            time.sleep(pause)
+            pause = min(pause * 2, _LONGEST_PAUSE)
+        if waited_since:
+            self._lock_waited(time.monotonic() - waited_since, timed_out=False)
+
+    def _lock_waited(self, seconds: float, *, timed_out: bool) -> None:
+        if self._on_lock_wait is not None:
+            self._on_lock_wait(seconds, timed_out)
 
     @staticmethod
     def _run_job(conn: sqlite3.Connection, job: _Job) -> tuple[_Job, Any, BaseException | None]:
