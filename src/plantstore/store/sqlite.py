@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ..errors import StoreUnavailable
 from .base import CreateOutcome, PlantRecord, TokenRecord
-from .sqlite_writer import Writer, connect, is_busy
+from .sqlite_lock import is_busy
+from .sqlite_writer import Writer, connect
 
 _TOKEN_COLUMNS = (
     "tokens.id, users.name, users.id, tokens.created_at, tokens.expires_at, "

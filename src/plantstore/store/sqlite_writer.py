@@ -6,11 +6,8 @@ commits them all with one fsync, and only then answers each caller: group commit
 model is datasette's write thread.
 
 Several processes (``serve --workers N``, a CLI command beside a server) each have a writer
-of their own on one file, and SQLite's write lock takes their transactions in turn. SQLite's
-own busy handler sleeps up to 100 ms between tries and is not woken when the lock frees, so
-the writer connection has none: ``_begin`` retries ``BEGIN IMMEDIATE`` itself, every 0.2 ms
-at first and never more than 2 ms apart, for up to ``busy_timeout_ms``. Past that, the batch
-fails with ``WriteLockTimeout``, which callers answer with a 503 and ``Retry-After``.
+of their own on one file; ``sqlite_lock.WriteTurns`` has them take SQLite's write lock in
+turns, and answers a wait past the busy timeout with ``WriteLockTimeout`` (a 503).
 """
 
 from __future__ import annotations
@@ -21,32 +18,16 @@ import logging
 import queue
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreUnavailable
+from .sqlite_lock import WriteLockTimeout, WriteTurns
 
 log = logging.getLogger(__name__)
 
 WriteFn = Callable[[sqlite3.Connection], Any]
-_FIRST_PAUSE = 0.0002
-_LONGEST_PAUSE = 0.002
-
-
-class WriteLockTimeout(StoreUnavailable):
-    """Another process held SQLite's write lock for longer than the busy timeout: a 503."""
-
-    def __init__(self) -> None:
-        super().__init__("the database is busy with other writes; retry shortly")
-
-
-def is_busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether SQLite refused for a lock held elsewhere ("database is locked" or "busy")."""
-    primary = exc.sqlite_errorcode & 0xFF  # extended codes (SQLITE_BUSY_RECOVERY...) too
-    return primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
@@ -95,7 +76,6 @@ class Writer:
         self._on_commit = on_commit  # told each commit's number of writes (for metrics)
         # told each wait for another process's lock: seconds, and whether it timed out
         self._on_lock_wait = on_lock_wait
-        self._lock_timeout = busy_timeout_ms / 1000
 
     def start(self) -> None:
         self._thread.start()
@@ -131,19 +111,21 @@ class Writer:
     def _run(self) -> None:
         try:
             conn = connect(self._path, self._busy_timeout_ms)
-            conn.execute("PRAGMA busy_timeout = 0")  # _begin waits for the lock instead
+            conn.execute("PRAGMA busy_timeout = 0")  # WriteTurns waits for the lock instead
+            turns = WriteTurns(self._path, self._busy_timeout_ms / 1000, self._on_lock_wait)
         except BaseException as exc:
             self._startup_error = exc
             self._ready.set()
             return
         self._ready.set()
         try:
-            while self._serve_batch(conn):
+            while self._serve_batch(conn, turns):
                 pass
         finally:
+            turns.close()
             conn.close()
 
-    def _serve_batch(self, conn: sqlite3.Connection) -> bool:
+    def _serve_batch(self, conn: sqlite3.Connection, turns: WriteTurns) -> bool:
         """Commit one group of jobs; return False once asked to stop."""
         first = self._queue.get()
         if first is _STOP:
@@ -159,13 +141,13 @@ class Writer:
                 keep_going = False
                 break
             batch.append(job)  # type: ignore[arg-type]
-        self._commit(conn, batch)
+        self._commit(conn, turns, batch)
         return keep_going
 
-    def _commit(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+    def _commit(self, conn: sqlite3.Connection, turns: WriteTurns, batch: list[_Job]) -> None:
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
-            self._begin(conn)
+            turns.begin(conn)
             for job in batch:
                 outcomes.append(self._run_job(conn, job))
             conn.execute("COMMIT")
@@ -184,30 +166,6 @@ class Writer:
                 conn.execute("ROLLBACK")
             outcomes = [(job, None, exc) for job in batch]
         _answer(outcomes)
-
-    def _begin(self, conn: sqlite3.Connection) -> None:
-        """Start a write transaction, waiting for another process's writer if need be."""
-        pause, waited_since = _FIRST_PAUSE, 0.0
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as exc:
-                if not is_busy(exc):
-                    raise
-            now = time.monotonic()
-            waited_since = waited_since or now
-            if now - waited_since >= self._lock_timeout:
-                self._lock_waited(now - waited_since, timed_out=True)
-                raise WriteLockTimeout()
-            time.sleep(pause)
-            pause = min(pause * 2, _LONGEST_PAUSE)
-        if waited_since:
-            self._lock_waited(time.monotonic() - waited_since, timed_out=False)
-
-    def _lock_waited(self, seconds: float, *, timed_out: bool) -> None:
-        if self._on_lock_wait is not None:
-            self._on_lock_wait(seconds, timed_out)
 
     @staticmethod
     def _run_job(conn: sqlite3.Connection, job: _Job) -> tuple[_Job, Any, BaseException | None]:
