@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyspy
-from harness import HERE, UNLIMITED, Server, WrkResult, launch, run_wrk
+from harness import HERE, UNLIMITED, Server, WrkResult, free_port, launch, run_wrk
 from procstat import (
     core_busy_seconds,
     cpu_list,
@@ -85,10 +85,17 @@ def start_service(
     pinned: bool = True,
     **env: str,
 ) -> Server:
-    """``plantstore serve`` on ``database_url`` (its token already issued)."""
+    """``plantstore serve`` on ``database_url`` (its token already issued). Its metrics
+    listener stays on, on a free port unless ``env`` names one: on the default port, anything
+    else listening there (a test's server) would stop it from starting."""
     command = [sys.executable, "-m", "plantstore", "serve", *args]
     cpus = options.server_cpus if pinned else None
-    environment = {"PLANTSTORE_DATABASE_URL": database_url, **UNLIMITED, **env}
+    environment = {
+        "PLANTSTORE_DATABASE_URL": database_url,
+        "PLANTSTORE_METRICS_ADDRESS": f"127.0.0.1:{free_port()}",
+        **UNLIMITED,
+        **env,
+    }
     process, url = launch(command, options.workdir / f"{name}.log", cpus, environment)
     return Server(process, url, token)
 

@@ -6,11 +6,13 @@ thread) pinned to another: list 10, list 100, create, delete, an 80/10/10 mix, l
 at half its flat-out rate, the same paced load on a small file, creates with group commit
 off. Then the peers on SQLite (peer_phase.py): plantstore beside FastAPI + sqlite3 and a naive
 Starlette app, on the same pinning and data. The bare reference app under the same granian,
-measured before and after all that, is the ceiling rates are shown against. Then PostgreSQL
-with ``--workers 2``, unpinned, and the PostgreSQL peers. Prints the tables and the targets;
-writes the same as JSON to bench/results/.
+measured before and after all that, is the ceiling rates are shown against. Then SQLite with
+``--workers 1`` against ``--workers 2`` on one file, unpinned (workers_phase.py), and the
+write ceiling of that file. Then PostgreSQL with ``--workers 2``, unpinned, and the PostgreSQL
+peers. Prints the tables and the targets; writes the same as JSON to bench/results/.
 
     .venv/bin/python bench/run.py [--quick] [--seconds 10] [--skip-postgres] [--skip-peers]
+                                  [--skip-workers]
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import peer_report
 import report
 import targets
+import workers_report
 from harness import HERE, require_real_disk
 from measure import Measurement, Options, not_run
 from peer_phase import POSTGRES, SQLITE, Contender, not_run_contenders, postgres_peers, sqlite_peers
@@ -37,6 +41,7 @@ from phases import (
     sqlite_small,
 )
 from seed import Layout
+from workers_phase import WorkerRow, not_run_rows, sqlite_workers
 
 RESULTS = HERE / "results"
 
@@ -61,6 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--skip-postgres", action="store_true", help="and PostgreSQL's peers")
     parser.add_argument("--skip-peers", action="store_true", help="no FastAPI/Starlette peers")
+    parser.add_argument("--skip-workers", action="store_true", help="no SQLite --workers 1 vs 2")
     parser.add_argument("--profile", action="store_true", help="py-spy during list 10, create")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -85,10 +91,18 @@ def settings(args: argparse.Namespace, layout: Layout) -> dict[str, object]:
     }
 
 
-def run_all(
-    options: Options, args: argparse.Namespace, layout: Layout
-) -> tuple[list[Measurement], list[Contender]]:
-    """Every phase in order; the reference runs first and last to bracket the SQLite ones."""
+@dataclass
+class Phases:
+    """What every phase measured."""
+
+    rows: list[Measurement]
+    peers: list[Contender]
+    workers: list[WorkerRow]
+
+
+def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phases:
+    """Every phase in order; the reference runs first and last to bracket the pinned SQLite
+    ones. The workers phase follows, unpinned: its ratios are within itself."""
     print("SQLite: seeding", flush=True)
     url, token = fresh_sqlite(options, "big", layout)
     rows = [reference(options, token, "ref_before", "reference app, before")]
@@ -103,23 +117,37 @@ def run_all(
         print("Peers on SQLite, server and wrk pinned", flush=True)
         peers = sqlite_peers(options)
     rows.append(reference(options, token, "ref_after", "reference app, after"))
+    if args.skip_workers:
+        workers = not_run_rows("--skip-workers")
+    else:
+        print("SQLite, --workers 1 then 2 on one file, unpinned", flush=True)
+        workers = sqlite_workers(options, layout)
+    more_rows, more_peers = postgres_phases(options, args, layout)
+    return Phases(rows + more_rows, peers + more_peers, workers)
+
+
+def postgres_phases(
+    options: Options, args: argparse.Namespace, layout: Layout
+) -> tuple[list[Measurement], list[Contender]]:
+    """PostgreSQL --workers 2, then its peers; rows kept as not run when skipped."""
     if args.skip_postgres:
         skipped = "--skip-postgres"
-        rows.append(not_run("pg_list10", f"list 10, {PG_LABEL}", skipped))
-        rows.append(not_run("pg_create", f"create, {PG_LABEL}", skipped))
-        return rows, [*peers, *not_run_contenders(POSTGRES, skipped)]
+        rows = [
+            not_run("pg_list10", f"list 10, {PG_LABEL}", skipped),
+            not_run("pg_create", f"create, {PG_LABEL}", skipped),
+        ]
+        return rows, not_run_contenders(POSTGRES, skipped)
     print("PostgreSQL, --workers 2, unpinned", flush=True)
-    rows += postgres(options, args.postgres, layout)
+    rows = postgres(options, args.postgres, layout)
     if args.skip_peers:
-        return rows, [*peers, *not_run_contenders(POSTGRES, "--skip-peers")]
+        return rows, not_run_contenders(POSTGRES, "--skip-peers")
     print("Peers on PostgreSQL, servers and wrk pinned, PostgreSQL not", flush=True)
-    return rows, [*peers, *postgres_peers(options, args.postgres)]
+    return rows, postgres_peers(options, args.postgres)
 
 
-def show(
-    rows: list[Measurement], peers: list[Contender], args: argparse.Namespace
-) -> list[targets.Target]:
+def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
     """Print the tables and the targets; return the targets for the JSON record."""
+    rows, peers, workers = phases.rows, phases.peers, phases.workers
     by_key = {row.key: row for row in rows}
     top = report.ceiling(by_key)
     before, after = (by_key[k].result for k in ("ref_before", "ref_after"))
@@ -148,8 +176,14 @@ def show(
         print(f"warning: up to {100 * max(shares):.0f}% of the server's core went elsewhere")
     print()
     print(peer_report.table(peers, top, pin))
+    print()
+    print(workers_report.table(workers))
+    print()
+    print(workers_report.ceiling_table(workers))
     ours = [row for peer in peers if peer.name == "plantstore" for row in peer.rows.values()]
+    ours += workers_report.plantstore_rows(workers)
     found = targets.targets(by_key, top, ours) + peer_report.targets(peers)
+    found += workers_report.targets(workers)
     print()
     print("targets (reported, not asserted):")
     print(targets.targets_text(found))
@@ -179,8 +213,9 @@ def main() -> None:
             stamp=stamp,
             reference_loop=args.reference_loop,
         )
-        rows, peers = run_all(options, args, layout)
-    found = show(rows, peers, args)
+        phases = run_all(options, args, layout)
+    found = show(phases, args)
+    rows, peers = phases.rows, phases.peers
     payload = {
         "started_utc": stamp,
         "duration_s": round(time.monotonic() - started, 1),
@@ -191,6 +226,7 @@ def main() -> None:
         "ceiling_rate": report.ceiling({row.key: row for row in rows}),
         "scenarios": [row.as_json() for row in rows],
         "peers": peer_report.as_json(peers, report.ceiling({row.key: row for row in rows})),
+        "sqlite_workers": workers_report.as_json(phases.workers),
         "targets": [{**vars(target), "verdict": target.verdict} for target in found],
     }
     path = report.write_json(args.results, stamp, payload)

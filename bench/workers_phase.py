@@ -1,0 +1,250 @@
+"""The SQLite workers phase: ``serve --workers 1`` against ``--workers 2`` on one file.
+
+A fresh file, seeded like the run's big one, served first by one worker and then by two,
+each worker with its own group-commit writer and SQLite's write lock taking their commits
+in turn. Server and wrk are unpinned: two workers need both cores, and wrk shares them. Each
+server runs list 10, durable creates and the 80/10/10 mix. Around every run the server's
+metrics listener (on a free port of its own) is scraped, so each row carries the lock waits,
+their time, the timeouts and the commits of that run alone. Then the write ceiling of the one
+file: durable creates with four workers, beside the creates of one and two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness import free_port
+from measure import Load, Measurement, Options, measure, not_run, start_service, warm_up
+from phases import creates, fresh_sqlite
+from procstat import core_busy_seconds
+from seed import Layout
+
+WORKER_COUNTS = (1, 2)  # the table and its ratio targets: two workers over one
+CEILING_WORKERS = 4  # creates only: where one file's write lock stops paying for workers
+SCENARIOS = (("list10", "list 10"), ("create", "create (durable)"), ("mix", "mix 80/10/10"))
+# Ids no other phase uses (phases.py takes 1..3 x 10**12 for creates, 1,000,001 up for
+# deletes): a block of create ids per run, a delete range per mix run.
+CREATE_IDS = 4 * 10**12
+ID_BLOCK = 10**11
+DELETE_FROM = 100_000_001
+LOCK_WAIT = "plantstore_sqlite_write_lock_wait_seconds"
+SAMPLES = {  # LockFigures' field: the sample of the server's /metrics it is read from
+    "waits": f"{LOCK_WAIT}_count",
+    "wait_seconds": f"{LOCK_WAIT}_sum",
+    "timeouts": "plantstore_sqlite_write_lock_timeouts_total",
+    "commits": "plantstore_group_commit_batch_size_count",
+    "writes": "plantstore_group_commit_batch_size_sum",
+}
+FAILURES = (RuntimeError, OSError, subprocess.CalledProcessError)
+
+
+@dataclass
+class LockFigures:
+    """The write-lock and commit metrics of one run: the scrape after it less the one before."""
+
+    waits: int  # group commits that found the lock held by another worker
+    wait_seconds: float  # the time they waited for it, all together
+    timeouts: int  # commits refused (503) after waiting out PLANTSTORE_BUSY_TIMEOUT_MS
+    commits: int  # transactions committed, one fsync each
+    writes: int  # the writes those commits carried
+    buckets: tuple[tuple[float, float], ...] = ()  # the wait histogram, (le, cumulative count)
+    missing: tuple[str, ...] = ()  # samples the server's /metrics lacked (counted as 0)
+
+    def since(self, before: LockFigures) -> LockFigures:
+        earlier = dict(before.buckets)
+        return LockFigures(
+            waits=self.waits - before.waits,
+            wait_seconds=self.wait_seconds - before.wait_seconds,
+            timeouts=self.timeouts - before.timeouts,
+            commits=self.commits - before.commits,
+            writes=self.writes - before.writes,
+            buckets=tuple((le, count - earlier.get(le, 0.0)) for le, count in self.buckets),
+            missing=tuple(sorted({*self.missing, *before.missing})),
+        )
+
+    @property
+    def longest_wait_at_most_s(self) -> float | None:
+        """The upper bound of the histogram bucket holding the longest wait (None: no wait)."""
+        return next((le for le, count in self.buckets if self.waits and count >= self.waits), None)
+
+    def as_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        del data["buckets"]
+        longest = self.longest_wait_at_most_s  # +Inf: past the last bucket; JSON has no inf
+        return {**data, "longest_wait_at_most_s": "+Inf" if longest == math.inf else longest}
+
+
+@dataclass
+class WorkerRow:
+    """One scenario at one worker count; ``lock`` is None when it was not run."""
+
+    workers: int
+    scenario: str  # a key of SCENARIOS
+    row: Measurement
+    lock: LockFigures | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "workers": self.workers,
+            "scenario": self.scenario,
+            "measurement": self.row.as_json(),
+            "lock": None if self.lock is None else self.lock.as_json(),
+        }
+
+
+def scrape(port: int) -> LockFigures:
+    """The server's lock and commit figures so far, from its metrics listener."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    buckets: list[tuple[float, float]] = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{LOCK_WAIT}_bucket":
+                buckets.append((float(sample.labels["le"]), sample.value))
+            else:
+                values[sample.name] = sample.value
+    figures = {field: values.get(sample, 0.0) for field, sample in SAMPLES.items()}
+    return LockFigures(
+        waits=int(figures["waits"]),
+        wait_seconds=figures["wait_seconds"],
+        timeouts=int(figures["timeouts"]),
+        commits=int(figures["commits"]),
+        writes=int(figures["writes"]),
+        buckets=tuple(sorted(buckets)),
+        missing=tuple(sample for sample in SAMPLES.values() if sample not in values),
+    )
+
+
+def workers_layout(layout: Layout) -> Layout:
+    """The run's layout (same users, same plants each), with two delete ranges of the mix's
+    size placed where no other phase deletes: the first for one worker's mix, the second
+    for two workers'. (seed.py seeds a layout's delete and mix ranges alike.)"""
+    count = layout.mix_delete_count
+    return dataclasses.replace(
+        layout,
+        delete_from=DELETE_FROM,
+        delete_count=count,
+        mix_delete_from=DELETE_FROM + count,
+        mix_delete_count=count,
+    )
+
+
+def sqlite_workers(options: Options, layout: Layout) -> list[WorkerRow]:
+    """Every row of the phase: the three scenarios at 1 and 2 workers, creates at 4."""
+    own = workers_layout(layout)
+    try:
+        url, token = fresh_sqlite(options, "workers", own)
+    except FAILURES as exc:
+        return not_run_rows(f"seeding failed: {_why(exc)}")
+    deletes = {1: own.delete_from, 2: own.mix_delete_from}
+    rows: list[WorkerRow] = []
+    for workers in WORKER_COUNTS:
+        loads = {
+            "list10": Load(),
+            "create": creates(_ids(len(rows))),
+            "mix": _mix(_ids(len(rows) + 1), deletes[workers]),
+        }
+        rows += _serve(options, url, token, workers, loads)
+    rows += _serve(options, url, token, CEILING_WORKERS, {"create": creates(_ids(len(rows)))})
+    return rows
+
+
+def _ids(block: int) -> int:
+    return CREATE_IDS + block * ID_BLOCK
+
+
+def _mix(first_create: int, first_delete: int) -> Load:
+    env = {
+        "PLANTSTORE_BENCH_ID_BASE": str(first_create),
+        "PLANTSTORE_BENCH_DELETE_FROM": str(first_delete),
+    }
+    return Load(script="mix.lua", env=env)
+
+
+def _serve(
+    options: Options, url: str, token: str, workers: int, loads: dict[str, Load]
+) -> list[WorkerRow]:
+    """One unpinned server with ``workers`` processes; each load measured and scraped."""
+    print(f"  --workers {workers}", flush=True)
+    port = free_port()
+    env = {"PLANTSTORE_METRICS_ADDRESS": f"127.0.0.1:{port}"}
+    name = f"sqlite-workers-{workers}"
+    rows: list[WorkerRow] = []
+    try:
+        server = start_service(
+            options, name, url, token, "--workers", str(workers), pinned=False, **env
+        )
+        try:
+            warm_up(server, options, pinned=False)
+            for scenario, load in loads.items():
+                key, label = _key(workers, scenario), _label(workers, scenario)
+                before, busy = scrape(port), _all_cores_busy()
+                row = measure(server, load, options, key, label, pinned=False)
+                lock = scrape(port).since(before)
+                _unpinned_figures(row, _all_cores_busy() - busy)
+                row.note = f"--workers {workers}; server and wrk unpinned"
+                if lock.missing:
+                    row.note += (
+                        f"; not in the server's metrics (taken as 0): {', '.join(lock.missing)}"
+                    )
+                rows.append(WorkerRow(workers, scenario, row, lock))
+        finally:
+            server.stop()
+    except FAILURES as exc:
+        why = _why(exc)
+        print(f"    failed: {why}", flush=True)
+        done = {row.scenario for row in rows}
+        rows += [_not_run(workers, scenario, why) for scenario in loads if scenario not in done]
+    return rows
+
+
+def _all_cores_busy() -> float:
+    return core_busy_seconds(sorted(os.sched_getaffinity(0)))
+
+
+def _unpinned_figures(row: Measurement, busy: float) -> None:
+    """other%: the machine's busy time that was neither the server's nor wrk's, over all the
+    cores; PostgreSQL's idle CPU is no part of a SQLite row."""
+    row.postgres_cpu_us_per_request = None
+    result = row.result
+    if result is None or not result.requests or row.cpu_us_per_request is None:
+        return
+    ours = (row.cpu_us_per_request + (row.wrk_cpu_us_per_request or 0)) * result.requests / 1e6
+    wall = result.seconds * len(os.sched_getaffinity(0))
+    row.other_cpu_share = max(0.0, busy - ours) / wall if wall else None
+
+
+def _why(exc: BaseException) -> str:
+    detail = str(getattr(exc, "stderr", None) or exc).strip().splitlines()
+    return (detail or [type(exc).__name__])[-1][:300]
+
+
+def _key(workers: int, scenario: str) -> str:
+    return f"sqlite_workers{workers}_{scenario}"
+
+
+def _label(workers: int, scenario: str) -> str:
+    what = dict(SCENARIOS)[scenario]
+    return f"{what}, {workers} worker{'s' if workers > 1 else ''}"
+
+
+def _not_run(workers: int, scenario: str, why: str) -> WorkerRow:
+    return WorkerRow(
+        workers, scenario, not_run(_key(workers, scenario), _label(workers, scenario), why)
+    )
+
+
+def not_run_rows(why: str) -> list[WorkerRow]:
+    """The phase's rows, kept in the report as not run (``--skip-workers``, a failed seed)."""
+    rows = [_not_run(n, key, why) for n in WORKER_COUNTS for key, _ in SCENARIOS]
+    return [*rows, _not_run(CEILING_WORKERS, "create", why)]
