@@ -1,8 +1,9 @@
 """PostgreSQL store: asyncpg with a pool, plain parameterised SQL, for several instances.
 
 Every statement runs in autocommit (or one short transaction) and PostgreSQL flushes its
-WAL before answering the commit, so an acknowledged write is on disk; concurrent commits
-share one flush, which is the group commit SQLite needs a writer thread for.
+WAL before answering the commit, so an acknowledged write is on disk. Creates waiting at the
+same moment share one transaction and one flush (``postgres_batch``): the quota trigger's
+row lock would otherwise give each create of a user a flush of its own.
 
 While the database is unreachable every call fails within ``connect_timeout +
 statement_timeout`` with ``StoreUnavailable`` (503), never a hang; the pool reconnects by
@@ -21,6 +22,7 @@ import asyncpg
 
 from ..errors import StoreUnavailable
 from .base import CreateOutcome, PlantRecord, StoreOpenError, TokenRecord, describe_failure
+from .postgres_batch import CreateBatcher
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +117,7 @@ class PostgresStore:
         self._pool: asyncpg.Pool | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._outage_log = _OutageLog()
+        self._creates = CreateBatcher(self._connection, self._create_one)
 
     async def open(self) -> None:
         try:
@@ -213,6 +216,10 @@ class PostgresStore:
         return bytes.fromhex(value)
 
     async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
+        """Creates waiting together share one transaction (``postgres_batch``)."""
+        return await self._creates.create(user_id, plant)
+
+    async def _create_one(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
         args = (user_id, plant.plant_id, plant.name, plant.tag)
         try:
             async with self._connection() as connection:
