@@ -1,0 +1,91 @@
+"""PostgreSQL creates in batches (store/postgres_batch.py): creates waiting together share one
+transaction, and every one still gets the answer it would get alone."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from plantstore.store.base import CreateOutcome, PlantRecord
+from plantstore.store.migrate import upgrade
+from plantstore.store.postgres import PostgresStore
+
+from . import pg
+
+CREATED, UNCHANGED, CONFLICT = (
+    CreateOutcome.CREATED,
+    CreateOutcome.UNCHANGED,
+    CreateOutcome.CONFLICT,
+)
+
+
+def open_store(postgres: pg.PostgresServer, **options: int) -> tuple[str, PostgresStore]:
+    url = postgres.create_database()
+    upgrade(url)
+    return url, PostgresStore(url, **options)  # type: ignore[arg-type]
+
+
+def test_racing_creates_stop_exactly_at_the_quota(postgres: pg.PostgresServer) -> None:
+    url, store = open_store(postgres, max_plants_per_user=50)
+
+    async def scenario() -> Counter[CreateOutcome]:
+        await store.open()
+        try:
+            user = await store.create_token("alice", "a" * 64, None)
+            creates = (
+                store.create_plant(user.user_id, PlantRecord(i, "n", None)) for i in range(200)
+            )
+            return Counter(await asyncio.gather(*creates))
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) == {CREATED: 50, CreateOutcome.OVER_QUOTA: 150}
+    assert pg.run_sql(url, "SELECT count(*), max(plant_count) FROM plants, users")[0] == [(50, 50)]
+
+
+def test_repeats_and_conflicts_within_one_batch(postgres: pg.PostgresServer) -> None:
+    url, store = open_store(postgres)
+
+    async def scenario() -> tuple[list[CreateOutcome], list[CreateOutcome]]:
+        await store.open()
+        try:
+            user = (await store.create_token("bob", "b" * 64, None)).user_id
+            first = [store.create_plant(user, PlantRecord(7, "fern", "green")) for _ in range(4)]
+            first.append(store.create_plant(user, PlantRecord(7, "fern", None)))  # differs
+            first += [store.create_plant(user, PlantRecord(i, "ivy", None)) for i in range(8, 40)]
+            batch = await asyncio.gather(*first)
+            again = [  # odd ids as stored, even ids with another name
+                store.create_plant(user, PlantRecord(i, "ivy" if i % 2 else "moss", None))
+                for i in range(8, 40)
+            ]
+            return batch, await asyncio.gather(*again)
+        finally:
+            await store.close()
+
+    batch, again = asyncio.run(scenario())
+    assert batch[:5] == [CREATED, UNCHANGED, UNCHANGED, UNCHANGED, CONFLICT]
+    assert batch[5:] == [CREATED] * 32
+    assert again == [CONFLICT if i % 2 == 0 else UNCHANGED for i in range(8, 40)]
+    rows = pg.run_sql(url, "SELECT id, name, tag FROM plants WHERE id = 7")[0]
+    assert rows == [(7, "fern", "green")]
+
+
+def test_users_batched_together_each_get_their_own_plants(postgres: pg.PostgresServer) -> None:
+    url, store = open_store(postgres)
+
+    async def scenario() -> list[CreateOutcome]:
+        await store.open()
+        try:
+            users = [(await store.create_token(n, n[0] * 64, None)).user_id for n in ("c", "d")]
+            return await asyncio.gather(
+                *(
+                    store.create_plant(users[i % 2], PlantRecord(i // 2, f"p{i}", None))
+                    for i in range(60)
+                )
+            )
+        finally:
+            await store.close()
+
+    assert asyncio.run(scenario()) == [CREATED] * 60
+    counts = pg.run_sql(url, "SELECT name, plant_count FROM users ORDER BY name")[0]
+    assert counts == [("c", 30), ("d", 30)]
