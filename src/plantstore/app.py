@@ -52,6 +52,7 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
 
     ``freeze_after_start`` is for server processes: see ``_freeze_startup_objects``.
     """
+    access_log = access_logger() if settings.access_log else None
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -80,6 +81,8 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
             yield
         finally:
             await store.close()
+            if access_log is not None:
+                access_log.flush()
 
     app = Starlette(
         routes=_routes(),
@@ -96,7 +99,6 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
     layers = DrainUnreadBody(layers, settings.max_body_bytes, settings.body_timeout)
     if settings.cors_origin_list:  # otherwise browsers keep their same-origin rule
         layers = ContractCORS(layers, allow_origins=settings.cors_origin_list)
-    access_log = access_logger() if settings.access_log else None
     return Observe(layers, access_log=access_log, state=app.state)
 
 

@@ -68,6 +68,9 @@ class AccessLine(msgspec.Struct):
 class AccessLog(Protocol):
     def write(self, line: AccessLine) -> None: ...
 
+    def flush(self) -> None:
+        """Write out any lines still held."""
+
 
 def access_logger() -> AccessLog:
     """Where the one line per request goes: stdout.
@@ -101,16 +104,23 @@ class ConsoleLines:
             del fields[name]
         self._logger.info(line.event, **fields)
 
+    def flush(self) -> None:
+        """Nothing is held: each line is printed as it comes."""
+
 
 class JSONLines:
-    """Writes access lines as JSON, gathered per pass of the event loop.
+    """Writes access lines as JSON, gathered for up to ``FLUSH_SECONDS``.
 
-    Lines are kept while the event loop runs callbacks and written together when it gets to
-    this one's turn (``call_soon``): one timestamp, one encoding call and one write for all
-    the requests that finished in that pass (they finished within it, so the stamp is theirs
-    to the pass's length). Building a dict and encoding it per request cost a tenth of a list
-    request; a Struct per request costs a fraction of that.
+    A write per request, or even per pass of the event loop, was the kernel's work on the
+    worker's core (measured: 8 to 35 µs of a list request's CPU with the log on). Lines are
+    kept instead and written together: one timestamp, one encoding call and one write when
+    the first of them is ``FLUSH_SECONDS`` old or ``MAX_LINES`` are waiting, and at shutdown
+    (``flush``). A line is late by at most that; a process killed outright loses at most
+    that much of its log, as with nginx's buffered access log.
     """
+
+    FLUSH_SECONDS = 0.05
+    MAX_LINES = 512
 
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
@@ -119,11 +129,14 @@ class JSONLines:
 
     def write(self, line: AccessLine) -> None:
         self._pending.append(line)
-        if len(self._pending) == 1:
+        waiting = len(self._pending)
+        if waiting == 1:
             try:
-                asyncio.get_running_loop().call_soon(self.flush)
+                asyncio.get_running_loop().call_later(self.FLUSH_SECONDS, self.flush)
             except RuntimeError:  # no loop running: write at once
                 self.flush()
+        elif waiting >= self.MAX_LINES:
+            self.flush()
 
     def flush(self) -> None:
         lines, self._pending = self._pending, []
