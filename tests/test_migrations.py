@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from plantstore.app import create_app
 from plantstore.settings import Settings
-from plantstore.store.migrate import current_revision, head_revision, upgrade
+from plantstore.store.migrate import SCHEMA_HEAD, current_revision, head_revision, upgrade
 from plantstore.tokens import hash_token, new_token
 
 from .conftest import bearer, new_database_url, run_cli, run_sql, token_from_output
@@ -42,6 +42,11 @@ def fresh_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> s
 
 def test_the_history_has_a_previous_version_to_upgrade_from() -> None:
     assert head_revision() not in (None, PREVIOUS)
+
+
+def test_the_fast_path_knows_the_newest_revision() -> None:
+    """``upgrade`` skips Alembic when a database is at SCHEMA_HEAD: it must be Alembic's head."""
+    assert SCHEMA_HEAD == head_revision()
 
 
 def test_a_fresh_database_has_no_revision_until_upgraded(fresh_url: str) -> None:
