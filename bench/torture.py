@@ -1,5 +1,7 @@
 """Crash safety under SIGKILL: concurrent clients create and delete plants while the server
-is killed at random moments and restarted, on SQLite and on PostgreSQL.
+is killed at random moments and restarted: on SQLite with one worker, on SQLite with several
+(where a kill takes sometimes one worker, which granian replaces, sometimes the whole server),
+and on PostgreSQL.
 
 Afterwards every acknowledged plant must be listed with its exact name and tag, no
 acknowledged delete may have come back, nothing may appear that was never sent, no answer may
@@ -7,7 +9,7 @@ be a 500 (any 5xx but a 503 with Retry-After), and the SQLite file must pass
 ``PRAGMA integrity_check``. Exits 1 when any of that fails.
 See torture_lib.py for how uncertain (cut-off) requests are judged.
 
-    make torture [ARGS="--kills 200 --backend sqlite --clients 16 --seed 7"]
+    make torture [ARGS="--kills 200 --backend sqlite-workers --clients 16 --seed 7"]
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from backends import postgres_database
 from torture_lib import TortureConfig, TortureError, TortureResult, run_torture
 
 COLUMNS = (
-    ("backend", 9),
+    ("backend", 11),
     ("kills", 6),
+    ("1 worker", 9),
     ("+start", 7),
     ("ack creates", 12),
     ("ack deletes", 12),
@@ -37,14 +40,21 @@ COLUMNS = (
     ("odd", 5),
     ("integrity_check", 16),
     ("restart s", 10),
+    ("respawn s", 10),
     ("seconds", 8),
 )
+BACKENDS = ("sqlite", "sqlite-workers", "postgres")
+
+
+def label(result: TortureResult) -> str:
+    return result.backend if result.workers == 1 else f"{result.backend} x{result.workers}"
 
 
 def row(result: TortureResult) -> list[str]:
     return [
-        result.backend,
+        label(result),
         str(result.kills),
+        str(result.worker_kills),
         str(result.startup_kills),
         str(result.acknowledged_creates),
         str(result.acknowledged_deletes),
@@ -58,17 +68,21 @@ def row(result: TortureResult) -> list[str]:
         str(len(result.odd)),
         result.integrity_check,
         f"{result.mean_restart:.1f}",
+        f"{result.mean_respawn:.1f}" if result.worker_kills else "-",
         f"{result.seconds:.0f}",
     ]
 
 
 LEGEND = """\
-kills: SIGKILLs under traffic; +start: extra SIGKILLs of a server still starting.
+kills: SIGKILLs under traffic; 1 worker: those of one worker alone (granian replaced it while
+the others served on), the rest took the whole server; +start: extra SIGKILLs of a server
+still starting.
 ack creates/deletes: answered 200/204. uncertain: attempts cut off by a kill, or answered 503
 with Retry-After (either outcome allowed; each is repeated until answered); 503: those 503s.
 faults: any other 5xx answer (a 500, a 503 without Retry-After): each fails the run.
 listed: plants listed at the end.
-restart s: mean seconds from a kill to /healthz answering again."""
+restart s: mean seconds from a whole-server kill to /healthz answering again.
+respawn s: mean seconds from a one-worker kill to its replacement serving."""
 
 
 def table(results: list[TortureResult]) -> str:
@@ -89,12 +103,26 @@ def progress(text: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=100, help="SIGKILLs per backend (100)")
-    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument(
+        "--backend",
+        choices=(*BACKENDS, "all"),
+        default="all",
+        help="sqlite: one worker; sqlite-workers: --sqlite-workers of them; postgres (all)",
+    )
     parser.add_argument("--clients", type=int, default=12, help="client threads (12)")
     parser.add_argument("--users", type=int, default=4, help="users (4)")
     parser.add_argument("--tokens-per-user", type=int, default=2, help="tokens per user (2)")
     parser.add_argument(
         "--postgres-workers", type=int, default=2, help="server processes on PostgreSQL (2)"
+    )
+    parser.add_argument(
+        "--sqlite-workers", type=int, default=2, help="server processes for sqlite-workers (2)"
+    )
+    parser.add_argument(
+        "--worker-kill-chance",
+        type=float,
+        default=0.5,
+        help="with several workers, the chance a kill takes one worker, not the server (0.5)",
     )
     parser.add_argument("--seed", type=int, default=None, help="seed for the clients' choices")
     parser.add_argument(
@@ -104,7 +132,7 @@ def main() -> None:
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = parser.parse_args()
-    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
+    backends = BACKENDS if args.backend == "all" else (args.backend,)
 
     results: list[TortureResult] = []
     workdir = Path(tempfile.mkdtemp(prefix="plantstore-torture-"))
@@ -123,6 +151,7 @@ def main() -> None:
             users=args.users,
             tokens_per_user=args.tokens_per_user,
             workers=workers,
+            worker_kill_chance=args.worker_kill_chance,
             seed=args.seed,
             progress=progress,
         )
@@ -133,7 +162,9 @@ def main() -> None:
     try:
         for backend in backends:
             if backend == "sqlite":
-                run(backend, f"sqlite:///{workdir / 'sqlite' / 'torture.db'}", 1)
+                run(backend, f"sqlite:///{workdir / backend / 'torture.db'}", 1)
+            elif backend == "sqlite-workers":
+                run(backend, f"sqlite:///{workdir / backend / 'torture.db'}", args.sqlite_workers)
             else:
                 with postgres_database(args.postgres) as url:
                     run(backend, url, args.postgres_workers)
@@ -148,7 +179,7 @@ def main() -> None:
     for result in results:
         findings = result.findings()
         if findings:
-            print(f"\n{result.backend}:\n{findings}")
+            print(f"\n{label(result)}:\n{findings}")
         failed = failed or not result.passed
     if failed:
         print(f"\nFAILED: logs and databases kept in {workdir}")

@@ -14,7 +14,11 @@ its contract. The key is widened as for an uncertain attempt (the write may have
 before it broke) and the request repeated, but the answer is recorded and fails the run.
 
 Meanwhile a killer lets traffic run for 50-400 ms, sends SIGKILL to the server's whole
-process group, restarts ``plantstore serve`` on the same database and port, and repeats.
+process group, restarts ``plantstore serve`` on the same database and port, and repeats. With
+several workers (``TortureConfig.workers``) some kills take one worker alone
+(``worker_kill_chance``): granian replaces it while the others serve on, and the killer waits
+for the replacement before going on. On SQLite that kills a writer that may hold the file's
+write lock mid-transaction while another process's writer waits for it.
 Afterwards every user's plants are listed through the API and each key is judged:
 
 - lost: a plant whose create was acknowledged (and not later deleted, or only by a delete
@@ -38,8 +42,10 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import math
 import os
 import random
+import re
 import signal
 import socket
 import sqlite3
@@ -103,7 +109,9 @@ class TortureConfig:
     clients: int = 12
     users: int = 4
     tokens_per_user: int = 2
-    workers: int = 1  # server processes (PostgreSQL only)
+    workers: int = 1  # server processes (passed as --workers: the default is one per core)
+    # With workers > 1, the chance that a kill takes one worker rather than the whole group.
+    worker_kill_chance: float = 0.0
     min_traffic: float = 0.05  # seconds of traffic between a restart and the next kill
     max_traffic: float = 0.4
     startup_kill_chance: float = 0.1  # also kill a restart before it answers, now and then
@@ -116,7 +124,9 @@ class TortureConfig:
 class TortureResult:
     backend: str
     seed: int
-    kills: int = 0  # SIGKILLs under traffic
+    workers: int = 1
+    kills: int = 0  # SIGKILLs under traffic (of the whole group, or of one worker)
+    worker_kills: int = 0  # of those, SIGKILLs of one worker, which granian replaced
     startup_kills: int = 0  # extra SIGKILLs of a server still starting
     acknowledged_creates: int = 0
     acknowledged_deletes: int = 0
@@ -132,11 +142,17 @@ class TortureResult:
     faults: list[str] = field(default_factory=list)  # 5xx answers but a 503 with Retry-After
     integrity_check: str = "n/a"
     seconds: float = 0.0
-    restart_seconds: float = 0.0  # all restarts after a kill, from the kill to /healthz
+    restart_seconds: float = 0.0  # all restarts after a group kill, from the kill to /healthz
+    respawn_seconds: float = 0.0  # all worker kills, from the kill to the replacement serving
 
     @property
     def mean_restart(self) -> float:
-        return self.restart_seconds / self.kills if self.kills else 0.0
+        group_kills = self.kills - self.worker_kills
+        return self.restart_seconds / group_kills if group_kills else 0.0
+
+    @property
+    def mean_respawn(self) -> float:
+        return self.respawn_seconds / self.worker_kills if self.worker_kills else 0.0
 
     @property
     def passed(self) -> bool:
@@ -173,6 +189,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def child_pids(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (granian's workers), from /proc."""
+    children: set[int] = set()
+    with contextlib.suppress(FileNotFoundError):  # the process itself is gone
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+                children.update(int(word) for word in (task / "children").read_text().split())
+    return children
+
+
+# granian stops the whole server ("Worker crash loop detected") when a worker it replaced dies
+# again within 5.5 s; the killer leaves a replacement alone for longer than that.
+REPLACEMENT_SPARED = 6.0
+
+
 class Victim:
     """``plantstore serve`` in its own process group, killed and restarted on one port."""
 
@@ -182,6 +213,7 @@ class Victim:
         self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self._replaced_at: dict[int, float] = {}  # replacement worker pid -> when it appeared
 
     @property
     def base_url(self) -> str:
@@ -189,9 +221,8 @@ class Victim:
 
     def spawn(self) -> subprocess.Popen[bytes]:
         self.starts += 1
-        args = ["--port", str(self.port)]
-        if self._config.workers > 1:
-            args += ["--workers", str(self._config.workers)]
+        self._replaced_at.clear()
+        args = ["--port", str(self.port), "--workers", str(self._config.workers)]
         env = {
             **os.environ,
             "PLANTSTORE_DATABASE_URL": self._config.database_url,
@@ -237,6 +268,53 @@ class Victim:
                 raise TortureError(f"plantstore serve did not answer:\n{self.log_tail()}")
             time.sleep(0.02)
         return False
+
+    def workers(self) -> set[int]:
+        return set() if self._process is None else child_pids(self._process.pid)
+
+    def killable_worker(self, rng: random.Random) -> int | None:
+        """A worker granian will replace if killed now (one not itself just a replacement)."""
+        now = time.monotonic()
+        candidates = sorted(
+            pid
+            for pid in self.workers()
+            if now - self._replaced_at.get(pid, -math.inf) > REPLACEMENT_SPARED
+        )
+        return rng.choice(candidates) if candidates else None
+
+    def kill_worker(self, pid: int, timeout: float = 60.0) -> None:
+        """SIGKILL one worker, then wait until granian's replacement for it serves; the
+        server's main process and other workers serve on meanwhile."""
+        assert self._process is not None
+        others = self.workers() - {pid}
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._process.poll() is not None:
+                raise TortureError(f"killing worker {pid} ended the server:\n{self.log_tail()}")
+            workers = self.workers()
+            replacements = workers - others - {pid}
+            if pid not in workers and replacements and all(map(self._serving, replacements)):
+                break
+            if time.monotonic() > deadline:
+                raise TortureError(f"worker {pid} was not replaced:\n{self.log_tail()}")
+            time.sleep(0.01)
+        if not others <= workers:
+            raise TortureError(f"killing worker {pid} took others with it: {others - workers}")
+        for replacement in replacements:
+            self._replaced_at[replacement] = time.monotonic()
+
+    def _serving(self, pid: int) -> bool:
+        """Whether granian has logged the worker ``pid`` spawned and then started."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return False
+        spawns = list(re.finditer(rf"Spawning worker-(\d+) with PID: {pid}\b", text))
+        if not spawns:
+            return False
+        spawned = spawns[-1]  # the last: a pid of an earlier start may have been reused
+        return f"Started worker-{spawned[1]}" in text[spawned.end() :]
 
     def kill(self) -> None:
         """SIGKILL the whole process group: no shutdown code runs anywhere."""
@@ -614,7 +692,7 @@ def run_torture(config: TortureConfig) -> TortureResult:
     seed = config.seed if config.seed is not None else random.randrange(2**32)
     rng = random.Random(seed)
     backend = "sqlite" if config.database_url.startswith("sqlite") else "postgres"
-    result = TortureResult(backend=backend, seed=seed)
+    result = TortureResult(backend=backend, seed=seed, workers=config.workers)
     config.workdir.mkdir(parents=True, exist_ok=True)
 
     tokens = issue_tokens(config.database_url, config.users, config.tokens_per_user)
@@ -665,12 +743,25 @@ def kill_and_restart(
     rng: random.Random,
     started: float,
 ) -> None:
-    """Let traffic run 50-400 ms, SIGKILL, restart, wait for /healthz; ``config.kills`` times."""
+    """Let traffic run 50-400 ms, SIGKILL, restart, wait for /healthz; ``config.kills`` times.
+
+    With several workers, a kill now and then takes one worker instead (see ``Victim``)."""
     for kill in range(1, config.kills + 1):
         time.sleep(rng.uniform(config.min_traffic, config.max_traffic))
         for client in clients:
             if client.error is not None:
                 raise TortureError(f"{client.name} failed") from client.error
+        worker = None
+        if config.workers > 1 and rng.random() < config.worker_kill_chance:
+            worker = victim.killable_worker(rng)
+        if worker is not None:
+            killed = time.monotonic()
+            victim.kill_worker(worker)  # the server stays up: the clients go on
+            result.kills += 1
+            result.worker_kills += 1
+            result.respawn_seconds += time.monotonic() - killed
+            report_progress(config, result, kill, started)
+            continue
         signals.up.clear()
         killed = time.monotonic()
         victim.kill()
@@ -683,10 +774,17 @@ def kill_and_restart(
         victim.start()
         signals.up.set()
         result.restart_seconds += time.monotonic() - killed
-        if config.progress and (kill % 10 == 0 or kill == config.kills):
-            config.progress(
-                f"{result.backend}: {kill}/{config.kills} kills, {time.monotonic() - started:.0f}s"
-            )
+        report_progress(config, result, kill, started)
+
+
+def report_progress(
+    config: TortureConfig, result: TortureResult, kill: int, started: float
+) -> None:
+    if config.progress and (kill % 10 == 0 or kill == config.kills):
+        one = f" ({result.worker_kills} of one worker)" if result.worker_kills else ""
+        config.progress(
+            f"{result.backend}: {kill}/{config.kills} kills{one}, {time.monotonic() - started:.0f}s"
+        )
 
 
 def final_look(

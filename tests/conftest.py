@@ -1,10 +1,15 @@
 """Fixtures: a fresh database per test on each backend, an in-process client, tokens issued
 through the real CLI, and a real ``plantstore serve`` process on a free port.
 
-Every test that takes ``db_url`` (or anything built on it) runs twice, as ``[sqlite]`` and
+Every test that takes ``db_url`` (or anything built on it) runs as ``[sqlite]`` and
 ``[postgres]``. PostgreSQL comes from PLANTSTORE_TEST_POSTGRES_URL, else a throwaway cluster
 from the local binaries, else its tests skip with the reason shown (they fail instead when
 PLANTSTORE_TEST_REQUIRE_POSTGRES=1, as in CI).
+
+The tests that talk HTTP through ``client`` or ``live_server`` run a third time, as
+``[sqlite-2workers]``: against a real ``plantstore serve --workers 2`` on one SQLite file,
+each request on a new connection so that both worker processes answer. The rest of that
+backend's items are deselected (see ``pytest_collection_modifyitems``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,14 @@ from plantstore.store.migrate import upgrade
 from . import pg
 
 IssueToken = Callable[..., str]
-BACKENDS = ("sqlite", "postgres")
+TWO_WORKERS = "sqlite-2workers"  # the contract suite against a two-worker SQLite server
+BACKENDS = ("sqlite", "postgres", TWO_WORKERS)
+# A test runs on TWO_WORKERS only if it takes one of these (it talks HTTP to a server) and
+# none of the next: those need the app in this process (its settings, its log records, a
+# patched environment) or a database of their own (they break the schema).
+LIVE_FIXTURES = frozenset({"client", "live_server"})
+IN_PROCESS_FIXTURES = frozenset({"settings", "caplog"})
+IN_PROCESS_ONLY = "in_process_only"  # a marker for single parameters (see pytest_configure)
 # Read once at import: the autouse fixture below hides PLANTSTORE_* variables from tests.
 TEST_POSTGRES_URL = os.environ.get(pg.URL_VARIABLE)
 REQUIRE_POSTGRES = os.environ.get(pg.REQUIRE_VARIABLE) == "1"
@@ -48,12 +60,59 @@ SCHEMATHESIS_SEED_VARIABLE = "PLANTSTORE_SCHEMATHESIS_SEED"
 SCHEMATHESIS_EXAMPLES = os.environ.get(SCHEMATHESIS_EXAMPLES_VARIABLE, "100")
 SCHEMATHESIS_SEED = os.environ.get(SCHEMATHESIS_SEED_VARIABLE, "20261120")
 # Tests send bursts from one address with few tokens (the rate-limit tests turn limits on),
-# and run servers side by side (the metrics tests give theirs a free metrics port).
+# and run servers side by side (the metrics tests give theirs a free metrics port). A server
+# has one worker unless its test asks for more (--workers N): the shipped default, one per
+# core, would make every server's behaviour depend on the machine (a test counting granian's
+# children, waiting for "Started worker-", or relying on one process's rate-limit budget),
+# and start up to 8 processes per server on a shared CI machine.
 QUIET_SERVER_ENV = {
     "PLANTSTORE_RATE_LIMIT": "off",
     "PLANTSTORE_AUTH_FAILURE_LIMIT": "off",
     "PLANTSTORE_METRICS_ADDRESS": "off",
+    "PLANTSTORE_WORKERS": "1",
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{IN_PROCESS_ONLY}: a request no HTTP client library sends as written, or that a "
+        f"server's HTTP parser refuses before the app sees it: not run on {TWO_WORKERS}",
+    )
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Deselect (not skip: CI forbids skips) the TWO_WORKERS items that do not talk HTTP to a
+    server: a CLI, migration or store test would only repeat its ``[sqlite]`` run."""
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        (deselected if _in_process_only(item) else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
+def _in_process_only(item: pytest.Item) -> bool:
+    """Whether ``item`` is a TWO_WORKERS run that the two-worker server cannot carry."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or callspec.params.get("backend") != TWO_WORKERS:
+        return False
+    fixtures = set(getattr(item, "fixturenames", ()))
+    direct = set(getattr(getattr(item, "_fixtureinfo", None), "argnames", ()))
+    return (
+        not fixtures & LIVE_FIXTURES
+        or bool(fixtures & IN_PROCESS_FIXTURES)
+        or "monkeypatch" in direct
+        or item.get_closest_marker("own_database") is not None
+        or item.get_closest_marker(IN_PROCESS_ONLY) is not None
+    )
+
+
+def is_sqlite(backend: str) -> bool:
+    return backend in ("sqlite", TWO_WORKERS)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -155,10 +214,15 @@ def db_url(backend: str, sqlite_url: str, request: pytest.FixtureRequest) -> str
     """An empty, migrated database on this test's backend.
 
     ``@pytest.mark.own_database`` gives a PostgreSQL test a database of its own (for tests
-    that break the schema or need it unmigrated) instead of the emptied shared one.
+    that break the schema or need it unmigrated) instead of the emptied shared one. On
+    TWO_WORKERS it is the file of the session's two-worker server, emptied.
     """
     if backend == "sqlite":
         return sqlite_url
+    if backend == TWO_WORKERS:
+        shared: LiveServer = request.getfixturevalue("two_worker_server")
+        empty_sqlite(shared.db_url)
+        return shared.db_url
     server = require_postgres(request.getfixturevalue("postgres_server"))
     if request.node.get_closest_marker("own_database"):
         return server.create_database()
@@ -172,9 +236,21 @@ def emptied_shared_database(request: pytest.FixtureRequest) -> str:
     return url
 
 
+def empty_sqlite(db_url: str) -> None:
+    """Remove every plant, token and user from a SQLite file a server is serving, in one
+    transaction (the plant-count triggers keep ``users.plant_count`` right on the way)."""
+    with contextlib.closing(
+        sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=10, isolation_level=None)
+    ) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        for table in ("plants", "tokens", "users"):
+            conn.execute(f"DELETE FROM {table}")
+        conn.execute("COMMIT")
+
+
 def new_database_url(backend: str, directory: Path, request: pytest.FixtureRequest) -> str:
     """A database of its own, for servers that outlive one test or for several at once."""
-    if backend == "sqlite":
+    if is_sqlite(backend):
         return f"sqlite:///{directory / 'plantstore.db'}"
     return require_postgres(request.getfixturevalue("postgres_server")).create_database()
 
@@ -261,8 +337,22 @@ def bearer(token: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    """An in-process client; the app's lifespan (migrations, store) runs around the test."""
+def client(
+    backend: str, db_url: str, request: pytest.FixtureRequest
+) -> Iterator[TestClient | httpx.Client]:
+    """An in-process client; the app's lifespan (migrations, store) runs around the test.
+
+    On TWO_WORKERS, an httpx client of the two-worker server instead (TestClient's API is
+    httpx's) that keeps no connection alive: each request is accepted anew, by either
+    worker, so a plant created through one is listed and deleted through the other.
+    """
+    if backend == TWO_WORKERS:
+        server: LiveServer = request.getfixturevalue("two_worker_server")
+        fresh = httpx.Limits(max_keepalive_connections=0)
+        with httpx.Client(base_url=server.base_url, timeout=30, limits=fresh) as http:
+            yield http
+        return
+    settings: Settings = request.getfixturevalue("settings")
     with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
         yield test_client
 
@@ -377,12 +467,51 @@ def stop_server(server: LiveServer) -> None:
             kill_server(server)
 
 
+def wait_for_started_workers(server: LiveServer, workers: int) -> None:
+    """Wait until granian has logged "Started worker-N" ``workers`` times (/healthz answers
+    as soon as one worker listens)."""
+    deadline = time.monotonic() + 60
+    while server.log_path.read_text().count("Started worker-") < workers:
+        assert server.process.poll() is None, server.log_path.read_text()[-2000:]
+        assert time.monotonic() < deadline, f"not every worker started: {server.log_path}"
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def two_worker_server_in(directory: Path) -> Iterator[LiveServer]:
+    """``plantstore serve --workers 2`` on a fresh SQLite file, once both workers serve; at
+    the end, neither may have died meanwhile (granian would have replaced it unseen)."""
+    server = start_server(
+        f"sqlite:///{directory / 'plantstore.db'}", directory / "server.log", "--workers", "2"
+    )
+    try:
+        wait_for_started_workers(server, 2)
+        workers = child_pids(server.process.pid)
+        yield server
+        assert child_pids(server.process.pid) == workers, server.log_path.read_text()[-2000:]
+    finally:
+        stop_server(server)
+
+
+@pytest.fixture(scope="session")
+def two_worker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """TWO_WORKERS' server for ``client`` and ``db_url``, whose file each test empties."""
+    with two_worker_server_in(tmp_path_factory.mktemp("two-workers")) as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def live_server(
     backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[LiveServer]:
-    """One real server per backend for the whole session, on a fresh database."""
+    """One real server per backend for the whole session, on a fresh database (on
+    TWO_WORKERS, a two-worker server of its own: ``db_url`` never empties this one)."""
     directory = tmp_path_factory.mktemp(f"live-{backend}")
+    if backend == TWO_WORKERS:
+        with two_worker_server_in(directory) as server:
+            assert server.token, "the first start should issue and print a token"
+            yield server
+        return
     db_url = new_database_url(backend, directory, request)
     server = start_server(db_url, directory / "server.log")
     assert server.token, "the first start should issue and print a token for user 'default'"

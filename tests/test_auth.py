@@ -96,7 +96,8 @@ def test_a_valid_token_under_another_scheme_is_still_refused(
     "value",
     [
         pytest.param("Bearer", id="bearer-alone"),
-        pytest.param("Bearer ", id="bearer-space-empty"),
+        # httpx (h11) refuses to send a header value with trailing whitespace
+        pytest.param("Bearer ", id="bearer-space-empty", marks=pytest.mark.in_process_only),
         pytest.param("Bearer a b", id="two-credentials"),
         pytest.param("Bearer pst_", id="prefix-only"),
         pytest.param("Bearer not-a-real-token", id="no-prefix-garbage"),

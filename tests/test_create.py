@@ -458,7 +458,8 @@ def test_wrong_content_type_is_415(
         "application/json;charset=UTF-8",
         "application/json; charset=UTF-8",
         'application/json; charset="utf-8"',
-        "application/json\t; charset=utf-8 ",
+        # httpx (h11) refuses to send a header value with trailing whitespace
+        pytest.param("application/json\t; charset=utf-8 ", marks=pytest.mark.in_process_only),
     ],
 )
 def test_json_content_type_with_optional_utf8_charset_is_accepted(
@@ -469,7 +470,15 @@ def test_json_content_type_with_optional_utf8_charset_is_accepted(
     assert listing(client, alice) == [{"name": "café"}]
 
 
-@pytest.mark.parametrize("padding", [b"\xa0", b"\x85", b"\x0b"])
+@pytest.mark.parametrize(
+    "padding",
+    [
+        b"\xa0",
+        b"\x85",
+        # a control character: h11 will not send it, and granian answers a bare 400 unread
+        pytest.param(b"\x0b", marks=pytest.mark.in_process_only),
+    ],
+)
 def test_content_type_padded_with_other_than_space_or_tab_is_415(
     client: TestClient, alice: Headers, padding: bytes
 ) -> None:

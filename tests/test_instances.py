@@ -37,6 +37,7 @@ from .conftest import (
     start_server,
     stop_server,
     token_from_output,
+    wait_for_started_workers,
 )
 
 RACERS = 16  # half through each instance
@@ -336,5 +337,29 @@ def test_serve_with_two_workers_runs_two_processes_that_serve(
         stop_server(server)
 
 
-# SQLite refusing --workers 2 (one line on stderr naming PLANTSTORE_WORKERS) is covered by
-# tests/test_cli.py::test_a_bad_setting_stops_with_one_line[workers-flag] and [workers-env].
+# SQLite serves --workers N too: tests/test_sqlite_workers.py holds its workers to every
+# promise made above for instances. A worker count out of range (0, 65) stops serve with one
+# line naming PLANTSTORE_WORKERS: tests/test_cli.py::test_a_bad_setting_stops_with_one_line.
+
+
+def test_the_shipped_default_is_one_worker_per_core(tmp_path: Path) -> None:
+    """No PLANTSTORE_WORKERS at all: one worker per core this process may run on, at most 8
+    (the README's default; the tests' own servers are held to one by QUIET_SERVER_ENV)."""
+    cores = len(os.sched_getaffinity(0))
+    expected = max(1, min(8, cores))
+    server = start_server(
+        f"sqlite:///{tmp_path / 'default.db'}",
+        tmp_path / "server.log",
+        unset=("PLANTSTORE_WORKERS",),
+    )
+    try:
+        wait_for_started_workers(server, expected)
+        workers = child_pids(server.process.pid)
+        spawned = {int(pid) for pid in WORKER_SPAWNED.findall(server.log_path.read_text())}
+        with server.client() as http:
+            answer = http.get("/plants", headers=bearer(server.token))
+    finally:
+        stop_server(server)
+    assert len(workers) == expected, f"{len(workers)} workers on {cores} cores: {workers}"
+    assert workers == spawned, server.log_path.read_text()
+    assert answer.status_code == 200, answer.text

@@ -46,7 +46,7 @@ def test_the_history_has_a_previous_version_to_upgrade_from() -> None:
 
 def test_the_fast_path_knows_the_newest_revision() -> None:
     """``upgrade`` skips Alembic when a database is at SCHEMA_HEAD: it must be Alembic's head."""
-    assert SCHEMA_HEAD == head_revision()
+    assert head_revision() == SCHEMA_HEAD
 
 
 def test_a_fresh_database_has_no_revision_until_upgraded(fresh_url: str) -> None:

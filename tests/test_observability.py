@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from .conftest import (
     start_server,
     stop_server,
     token_from_output,
+    wait_for_started_workers,
 )
 
 Headers = dict[str, str]
@@ -109,9 +111,10 @@ class Instrumented:
 
 
 @contextmanager
-def instrumented(db_url: str, log_path: Path, *args: str) -> Iterator[Instrumented]:
+def instrumented(db_url: str, log_path: Path, *args: str, **env: str) -> Iterator[Instrumented]:
     port = free_port()
-    server = start_server(db_url, log_path, *args, PLANTSTORE_METRICS_ADDRESS=f"127.0.0.1:{port}")
+    metrics = f"127.0.0.1:{port}"
+    server = start_server(db_url, log_path, *args, **env, PLANTSTORE_METRICS_ADDRESS=metrics)
     try:
         yield Instrumented(server, f"http://127.0.0.1:{port}/metrics")
     finally:
@@ -384,15 +387,19 @@ def test_a_taken_metrics_address_stops_serve_with_one_line(tmp_path: Path) -> No
 
 
 @pytest.mark.own_database
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_totals_add_up_across_worker_processes(
-    tmp_path: Path, request: pytest.FixtureRequest
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    url = new_database_url("postgres", tmp_path, request)
+    url = new_database_url(store, tmp_path, request)
     requests = 120
+    answered_by: Counter[str] = Counter()
     with instrumented(url, tmp_path / "server.log", "--workers", "2") as live:
+        wait_for_started_workers(live.server, 2)
         for _ in range(requests):  # a new connection each: the kernel spreads them over workers
             answer = httpx.get(f"{live.server.base_url}/plants", headers=bearer(live.server.token))
             assert answer.status_code == 200
+            answered_by[answering_process(answer)] += 1
         scrapes = [live.scrape() for _ in range(3)]
         workers = child_pids(live.server.process.pid)
     counted = [
@@ -400,7 +407,16 @@ def test_totals_add_up_across_worker_processes(
         for text in scrapes
     ]
     assert len(workers) == 2, workers
+    assert len(answered_by) == 2, f"one worker answered all: {answered_by}"
     assert counted == [requests] * len(scrapes), counted  # the two workers' counts, added up
+
+
+def answering_process(response: httpx.Response) -> str:
+    """Which process answered: a generated X-Request-ID is the process's random 12-digit
+    prefix and a count (plantstore/api/observe.py), so two workers give two prefixes."""
+    request_id = response.headers["x-request-id"]
+    assert GENERATED_ID.fullmatch(request_id), request_id
+    return request_id[:12]
 
 
 # --- logs ------------------------------------------------------------------------------------

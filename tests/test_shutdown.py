@@ -4,7 +4,8 @@ answering, lets the writer commit what it holds, and exits 0 within a bound that
 while the workers are still starting.
 
 The signal goes to the main process only, as ``docker stop`` sends it; granian's main process
-passes it on to its workers. PostgreSQL runs with two workers, SQLite with its one.
+passes it on to its workers. PostgreSQL runs with two workers here, SQLite with one
+(tests/test_sqlite_workers.py stops two SQLite workers under load).
 
 Every request ends in one of three ways: a complete 200 carrying the plant (*answered*); a
 refused connection, or one the server closed before any byte of an answer (*refused*: the
@@ -44,6 +45,7 @@ from .conftest import (
     kill_server,
     start_server,
     stop_server,
+    wait_for_started_workers,
 )
 
 USERS = ("alice", "bob", "carol")
@@ -68,6 +70,7 @@ class Outcome:
     finished: float
     kind: Kind
     detail: str
+    request_id: str = ""  # the answer's X-Request-ID (its first 12 digits name the process)
 
 
 def plant_of(plant_id: int) -> dict[str, Any]:
@@ -109,15 +112,22 @@ def create(http: httpx.Client, user: str, token: str, plant_id: int) -> Outcome:
     finished = time.monotonic()
     expected = {"name": plant[0], "tag": plant[1]}
     kind = "answered" if response.status_code == 200 and response.json() == expected else "broken"
-    return Outcome(user, plant, started, finished, kind, f"{response.status_code} {response.text}")
+    detail = f"{response.status_code} {response.text}"
+    request_id = response.headers.get("x-request-id", "")
+    return Outcome(user, plant, started, finished, kind, detail, request_id)
 
 
 class Traffic:
-    """Threads creating plants as fast as they can, each on its own keep-alive client."""
+    """Threads creating plants as fast as they can, each on its own keep-alive client (or,
+    with ``fresh_connections``, on a new connection per request, so that the kernel spreads
+    them over the server's workers)."""
 
-    def __init__(self, server: LiveServer, tokens: dict[str, str]) -> None:
+    def __init__(
+        self, server: LiveServer, tokens: dict[str, str], *, fresh_connections: bool = False
+    ) -> None:
         self._server = server
         self._tokens = tokens
+        self._fresh_connections = fresh_connections
         self._ids = itertools.count(1)
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(i,)) for i in range(THREADS)]
@@ -138,7 +148,10 @@ class Traffic:
 
     def _run(self, index: int) -> None:
         user = USERS[index % len(USERS)]
-        with httpx.Client(base_url=self._server.base_url, timeout=EXIT_BOUND) as http:
+        options: dict[str, Any] = {"base_url": self._server.base_url, "timeout": EXIT_BOUND}
+        if self._fresh_connections:
+            options["limits"] = httpx.Limits(max_keepalive_connections=0)
+        with httpx.Client(**options) as http:
             while not self._stop.is_set():
                 outcome = create(http, user, self._tokens[user], next(self._ids))
                 self.outcomes.append(outcome)
@@ -227,17 +240,10 @@ def wait_exit(server: LiveServer, signalled_at: float, bound: float) -> int:
         )
 
 
-def wait_for_workers(server: LiveServer, workers: int) -> None:
-    """Wait until every worker serves (granian logs "Started worker-N" once it listens)."""
-    deadline = time.monotonic() + 60
-    while server.log_path.read_text().count("Started worker-") < workers:
-        assert time.monotonic() < deadline, f"not every worker started: {server.log_path}"
-        time.sleep(0.05)
-
-
 @pytest.fixture
 def serve_args(backend: str) -> tuple[str, ...]:
-    """SQLite is served by one process; PostgreSQL here by two, signalled through the main."""
+    """SQLite here by one process (two: tests/test_sqlite_workers.py); PostgreSQL by two,
+    signalled through the main."""
     return ("--workers", "2") if backend == "postgres" else ()
 
 
@@ -280,7 +286,7 @@ def test_sigterm_during_traffic_finishes_in_flight_requests_and_keeps_every_writ
     env = {"PLANTSTORE_SHUTDOWN_TIMEOUT": str(DRAIN_TIMEOUT)}
     server = start_server(db_url, tmp_path / "server.log", *serve_args, **env)
     stopped_at_the_end.append(server)
-    wait_for_workers(server, workers=2 if serve_args else 1)
+    wait_for_started_workers(server, 2 if serve_args else 1)
     traffic = Traffic(server, tokens)
     connections: list[http.client.HTTPConnection] = []
     try:
