@@ -100,7 +100,7 @@ class RateLimits:
         if self._token_budget is not None:
             wait = self._token_budget.spend(token_hash)
         elif self._per_token is not None:
-            wait = await self._shared_spend(self._per_token, "token", token_hash)
+            wait = await self._shared_use(self._per_token, "token", token_hash, spend=True)
         else:
             return
         if wait > 0:
@@ -111,7 +111,7 @@ class RateLimits:
         if self._failure_budget is not None:
             wait = self._failure_budget.wait(address)
         elif self._auth_failures is not None:
-            wait = await self._shared_wait(self._auth_failures, "auth-failure", address)
+            wait = await self._shared_use(self._auth_failures, "auth-failure", address, spend=False)
         else:
             return
         if wait > 0:
@@ -123,22 +123,14 @@ class RateLimits:
         if self._failure_budget is not None:
             self._failure_budget.spend(address)
         elif self._auth_failures is not None:
-            await self._shared_spend(self._auth_failures, "auth-failure", address)
+            await self._shared_use(self._auth_failures, "auth-failure", address, spend=True)
 
-    async def _shared_spend(self, item: RateLimitItem, kind: str, key: str) -> float:
+    async def _shared_use(self, item: RateLimitItem, kind: str, key: str, *, spend: bool) -> float:
+        """Spend from (or only test) a Redis-kept budget: 0, or the seconds to wait."""
         assert self._shared is not None
         try:
-            if await self._shared.hit(item, kind, key):
-                return 0.0
-        except Exception as exc:  # any storage failure: fail open, and say so
-            self._warn(exc)
-            return 0.0
-        return await self._reset_in(item, kind, key)
-
-    async def _shared_wait(self, item: RateLimitItem, kind: str, key: str) -> float:
-        assert self._shared is not None
-        try:
-            if await self._shared.test(item, kind, key):
+            use = self._shared.hit if spend else self._shared.test
+            if await use(item, kind, key):
                 return 0.0
         except Exception as exc:  # any storage failure: fail open, and say so
             self._warn(exc)
