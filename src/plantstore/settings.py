@@ -115,8 +115,13 @@ class Settings(BaseSettings):
 
 
 def default_workers() -> int:
-    """One worker per core this process may run on (bench/README.md: the measurement), at
-    most 8: past that, SQLite's single write lock, not the cores, bounds what more buy."""
+    """One worker per core this process may run on, at most 8.
+
+    Measured (bench/README.md): reads scale with workers (list 10 1.46 times with two on two cores
+    shared with the load), writes do not (one SQLite file has one write lock: creates 0.91 times),
+    and each worker holds about 57 MB; eight cover the read-heavy case without flooding a
+    large machine with processes.
+    """
     return max(1, min(8, len(os.sched_getaffinity(0))))
 
 
