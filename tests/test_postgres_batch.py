@@ -28,19 +28,31 @@ def open_store(postgres: pg.PostgresServer, **options: int) -> tuple[str, Postgr
 def test_racing_creates_stop_exactly_at_the_quota(postgres: pg.PostgresServer) -> None:
     url, store = open_store(postgres, max_plants_per_user=50)
 
-    async def scenario() -> Counter[CreateOutcome]:
+    async def scenario() -> tuple[Counter[CreateOutcome], list[CreateOutcome]]:
         await store.open()
         try:
             user = await store.create_token("alice", "a" * 64, None)
+            other = await store.create_token("zoe", "z" * 64, None)
             creates = (
                 store.create_plant(user.user_id, PlantRecord(i, "n", None)) for i in range(200)
             )
-            return Counter(await asyncio.gather(*creates))
+            first = Counter(await asyncio.gather(*creates))
+            # alice, now known to be at the quota, batched with a user who is not
+            mixed = [
+                store.create_plant(user.user_id, PlantRecord(500 + i, "n", None)) for i in range(5)
+            ]
+            mixed += [
+                store.create_plant(other.user_id, PlantRecord(i, "n", None)) for i in range(5)
+            ]
+            return first, await asyncio.gather(*mixed)
         finally:
             await store.close()
 
-    assert asyncio.run(scenario()) == {CREATED: 50, CreateOutcome.OVER_QUOTA: 150}
-    assert pg.run_sql(url, "SELECT count(*), max(plant_count) FROM plants, users")[0] == [(50, 50)]
+    first, mixed = asyncio.run(scenario())
+    assert first == {CREATED: 50, CreateOutcome.OVER_QUOTA: 150}
+    assert mixed == [CreateOutcome.OVER_QUOTA] * 5 + [CREATED] * 5
+    counts = pg.run_sql(url, "SELECT name, plant_count FROM users ORDER BY name")[0]
+    assert counts == [("alice", 50), ("zoe", 5)]
 
 
 def test_repeats_and_conflicts_within_one_batch(postgres: pg.PostgresServer) -> None:

@@ -115,8 +115,9 @@ class JSONLines:
     worker's core (measured: 8 to 35 µs of a list request's CPU with the log on). Lines are
     kept instead and written together: one timestamp, one encoding call and one write when
     the first of them is ``FLUSH_SECONDS`` old or ``MAX_LINES`` are waiting, and at shutdown
-    (``flush``). A line is late by at most that; a process killed outright loses at most
-    that much of its log, as with nginx's buffered access log.
+    (``flush``). A line is late by at most that, and its ``timestamp`` is the flush's (so up
+    to 50 ms after its request ended, shared by the lines written together); a process
+    killed outright loses at most that much of its log, as with nginx's buffered access log.
     """
 
     FLUSH_SECONDS = 0.05

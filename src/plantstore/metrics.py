@@ -9,7 +9,7 @@ In multiprocess mode every ``inc`` or ``observe`` takes a lock and writes an mma
 seven writes per request, a tenth of a list request's time. So requests note their samples
 in plain dicts (``Tally``), and the tally writes them, added up, when the event loop gets to
 its turn (``call_soon``): one write per series for all the requests of that pass. Nothing
-waits longer than one pass, so a scrape sees every request answered before it began.
+waits longer than one pass: a request is counted within a pass of its answer's last byte.
 """
 
 from __future__ import annotations

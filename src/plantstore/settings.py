@@ -122,7 +122,8 @@ def default_workers() -> int:
     and each worker holds about 57 MB; eight cover the read-heavy case without flooding a
     large machine with processes.
     """
-    return max(1, min(8, len(os.sched_getaffinity(0))))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(8, cores or 1))
 
 
 def split_list(text: str) -> list[str]:

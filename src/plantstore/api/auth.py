@@ -63,25 +63,31 @@ class Authenticator:
         self, request: Request, authorization: str | None
     ) -> tuple[TokenRecord, str]:
         """The token's record from the store, and its hash; a 401 or 429 if refused."""
-        token_hash = hash_token(bearer_token(authorization))
-        assert authorization is not None  # bearer_token refuses a missing header
+        token = bearer_token(authorization)
+        token_hash = hash_token(token)
+        # Only the canonical spelling is cached: the scheme's case and the spaces before the
+        # token vary, and each variant would be an entry of its own.
+        cache_key = authorization if authorization == f"Bearer {token}" else None
         address = client_address(request.scope, self._trusted_proxies)
         await self._limits.check_address(address)
-        record = await self._fetch(authorization, token_hash)
+        record = await self._fetch(cache_key, token_hash)
         if record is None or not record.usable_at(time.time()):
             await self._limits.note_auth_failure(address)
             raise InvalidToken()
         return record, token_hash
 
-    async def _fetch(self, authorization: str, token_hash: str) -> TokenRecord | None:
+    async def _fetch(self, cache_key: str | None, token_hash: str) -> TokenRecord | None:
+        """The token's record from the store, cached under ``cache_key`` unless it is None."""
         record = await self._store.find_token(token_hash)
-        if record is None:
-            self._cache.pop(authorization, None)
-            return None
-        if len(self._cache) >= _MAX_CACHED:
-            self._cache.clear()
-        self._cache[authorization] = (record, token_hash, time.monotonic())
-        await self._note_use(record)
+        if cache_key is not None:
+            if record is None:
+                self._cache.pop(cache_key, None)
+            else:
+                if len(self._cache) >= _MAX_CACHED:
+                    self._cache.clear()
+                self._cache[cache_key] = (record, token_hash, time.monotonic())
+        if record is not None:
+            await self._note_use(record)
         return record
 
     async def _note_use(self, record: TokenRecord) -> None:

@@ -54,6 +54,7 @@ class Budget:
         self._interval = period / item.amount
         self._tolerance = period - self._interval
         self._arrivals: dict[str, float] = {}
+        self._prune_at = _MAX_KEYS
 
     def wait(self, key: str) -> float:
         """Seconds until ``key`` may spend again; 0 when it may now."""
@@ -70,13 +71,15 @@ class Budget:
         if wait > 0:
             return wait
         self._arrivals[key] = arrival + self._interval
-        if len(self._arrivals) > _MAX_KEYS:
+        if len(self._arrivals) > self._prune_at:
             self._forget_whole(now)
         return 0.0
 
     def _forget_whole(self, now: float) -> None:
-        """Drop keys whose budget is whole again: they behave as if never seen."""
+        """Drop keys whose budget is whole again: they behave as if never seen. The next prune
+        waits until the dict has doubled, so pruning stays amortised while many are live."""
         self._arrivals = {key: at for key, at in self._arrivals.items() if at > now}
+        self._prune_at = max(_MAX_KEYS, 2 * len(self._arrivals))
 
 
 class RateLimits:

@@ -10,12 +10,15 @@ the next: one statement inserts them all (in ``(user, id)`` order, so instances 
 once take user rows in one order and cannot deadlock), one commit flushes them. A batch
 that hits the quota (the trigger aborts the statement) is written again one create at a
 time, so each gets its own answer; so are creates the batch cannot settle (the same id twice
-in one batch, or a row a racing instance committed after the statement's snapshot).
+in one batch, or a row a racing instance committed after the statement's snapshot). A user
+found at the quota has its creates written alone for the next ``_AT_QUOTA_SECONDS``, so a
+client that keeps creating past its quota does not make every batch fail for the others.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -26,6 +29,7 @@ import asyncpg
 from .base import CreateOutcome, PlantRecord
 
 _MAX_BATCH = 256
+_AT_QUOTA_SECONDS = 1.0
 _QUOTA_SQLSTATE = "PSQ01"  # raised by migration 0004's trigger at the quota
 # Every input row once, in input order: whether this statement inserted it, and otherwise
 # the stored row it met (NULL if that row is newer than the statement's snapshot).
@@ -68,6 +72,7 @@ class CreateBatcher:
         self._create_one = create_one
         self._waiting: list[_Create] = []
         self._writing: asyncio.Task[None] | None = None
+        self._at_quota: dict[int, float] = {}  # user id -> until when its creates go alone
 
     async def create(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
         create = _Create(user_id, plant)
@@ -86,6 +91,9 @@ class CreateBatcher:
 
     async def _write(self, batch: list[_Create]) -> None:
         first, repeats = _split_repeats(batch)
+        at_quota = [self._is_at_quota(create.user_id) for create in first]
+        alone = [create for create, held in zip(first, at_quota, strict=True) if held]
+        first = [create for create, held in zip(first, at_quota, strict=True) if not held]
         try:
             unsettled = await self._insert(first) if len(first) > 1 else first
         except asyncpg.PostgresError as exc:
@@ -96,7 +104,7 @@ class CreateBatcher:
         except Exception as exc:  # an outage (a 503) or a fault: every create shares it
             _fail(batch, exc)
             return
-        await asyncio.gather(*(self._settle_alone(create) for create in unsettled))
+        await asyncio.gather(*(self._settle_alone(create) for create in [*unsettled, *alone]))
         for create in repeats:
             await self._settle_alone(create)
 
@@ -123,9 +131,22 @@ class CreateBatcher:
 
     async def _settle_alone(self, create: _Create) -> None:
         try:
-            _settle(create, await self._create_one(create.user_id, create.plant))
+            outcome = await self._create_one(create.user_id, create.plant)
         except Exception as exc:
             _fail([create], exc)
+            return
+        if outcome is CreateOutcome.OVER_QUOTA:
+            self._at_quota[create.user_id] = time.monotonic() + _AT_QUOTA_SECONDS
+        _settle(create, outcome)
+
+    def _is_at_quota(self, user_id: int) -> bool:
+        until = self._at_quota.get(user_id)
+        if until is None:
+            return False
+        if until > time.monotonic():
+            return True
+        del self._at_quota[user_id]
+        return False
 
 
 def _split_repeats(batch: list[_Create]) -> tuple[list[_Create], list[_Create]]:

@@ -109,11 +109,14 @@ class Writer:
         self._queue.put(_Job(fn, None, None))
 
     def _run(self) -> None:
+        conn: sqlite3.Connection | None = None
         try:
             conn = connect(self._path, self._busy_timeout_ms)
             conn.execute("PRAGMA busy_timeout = 0")  # WriteTurns waits for the lock instead
             turns = WriteTurns(self._path, self._busy_timeout_ms / 1000, self._on_lock_wait)
         except BaseException as exc:
+            if conn is not None:
+                conn.close()
             self._startup_error = exc
             self._ready.set()
             return
