@@ -56,12 +56,12 @@ class Budget:
         self._arrivals: dict[str, float] = {}
         self._prune_at = _MAX_KEYS
 
-    def wait(self, key: str) -> float:
+    async def wait(self, key: str) -> float:
         """Seconds until ``key`` may spend again; 0 when it may now."""
         now = time.monotonic()
         return max(0.0, self._arrivals.get(key, now) - self._tolerance - now)
 
-    def spend(self, key: str) -> float:
+    async def spend(self, key: str) -> float:
         """Spend once if the budget allows: 0; otherwise the seconds to wait, nothing spent."""
         now = time.monotonic()
         arrival = self._arrivals.get(key, now)
@@ -82,76 +82,89 @@ class Budget:
         self._prune_at = max(_MAX_KEYS, 2 * len(self._arrivals))
 
 
+class SharedBudget:
+    """The same budget kept in Redis through the ``limits`` library (fixed windows), so every
+    worker of every instance spends it; if Redis fails, it allows, and says so."""
+
+    def __init__(
+        self, limiter: FixedWindowRateLimiter, item: RateLimitItem, kind: str, failures: _FailureLog
+    ) -> None:
+        self._limiter = limiter
+        self._item = item
+        self._kind = kind
+        self._failures = failures
+
+    async def wait(self, key: str) -> float:
+        return await self._use(key, spend=False)
+
+    async def spend(self, key: str) -> float:
+        return await self._use(key, spend=True)
+
+    async def _use(self, key: str, *, spend: bool) -> float:
+        use = self._limiter.hit if spend else self._limiter.test
+        try:
+            if await use(self._item, self._kind, key):
+                return 0.0
+        except Exception as exc:  # any storage failure: fail open, and say so
+            self._failures.note(exc)
+            return 0.0
+        try:
+            stats = await self._limiter.get_window_stats(self._item, self._kind, key)
+        except Exception:  # the window cannot be read: a second is a fair guess
+            return 1.0
+        return max(1.0, stats.reset_time - time.time())
+
+
 class RateLimits:
     """The two budgets a request may spend; a check raises a 429 when one is used up."""
 
     def __init__(self, per_token: str, auth_failures: str, redis_url: str | None) -> None:
-        self._per_token = parse_rate(per_token)
-        self._auth_failures = parse_rate(auth_failures)
-        self._shared: FixedWindowRateLimiter | None = None
+        shared = None
         if redis_url:
             uri = f"async+{redis_url.removeprefix('async+')}"
-            self._shared = FixedWindowRateLimiter(storage_from_string(uri))
-        local = self._shared is None
-        self._token_budget = Budget(self._per_token) if local and self._per_token else None
-        self._failure_budget = (
-            Budget(self._auth_failures) if local and self._auth_failures else None
-        )
-        self._last_warning = -math.inf
+            shared = FixedWindowRateLimiter(storage_from_string(uri))
+        failures = _FailureLog()
+        self._per_token = _budget(parse_rate(per_token), shared, "token", failures)
+        self._failures = _budget(parse_rate(auth_failures), shared, "auth-failure", failures)
 
     async def spend_token_request(self, token_hash: str) -> None:
-        if self._token_budget is not None:
-            wait = self._token_budget.spend(token_hash)
-        elif self._per_token is not None:
-            wait = await self._shared_use(self._per_token, "token", token_hash, spend=True)
-        else:
-            return
-        if wait > 0:
+        if self._per_token is not None and (wait := await self._per_token.spend(token_hash)):
             raise TooManyRequests("too many requests with this token; slow down", _seconds(wait))
 
     async def check_address(self, address: str) -> None:
         """Refuse an address that has used up its failed authentications."""
-        if self._failure_budget is not None:
-            wait = self._failure_budget.wait(address)
-        elif self._auth_failures is not None:
-            wait = await self._shared_use(self._auth_failures, "auth-failure", address, spend=False)
-        else:
-            return
-        if wait > 0:
+        if self._failures is not None and (wait := await self._failures.wait(address)):
             raise TooManyRequests(
                 "too many failed authentications from this address", _seconds(wait)
             )
 
     async def note_auth_failure(self, address: str) -> None:
-        if self._failure_budget is not None:
-            self._failure_budget.spend(address)
-        elif self._auth_failures is not None:
-            await self._shared_use(self._auth_failures, "auth-failure", address, spend=True)
+        if self._failures is not None:
+            await self._failures.spend(address)
 
-    async def _shared_use(self, item: RateLimitItem, kind: str, key: str, *, spend: bool) -> float:
-        """Spend from (or only test) a Redis-kept budget: 0, or the seconds to wait."""
-        assert self._shared is not None
-        try:
-            use = self._shared.hit if spend else self._shared.test
-            if await use(item, kind, key):
-                return 0.0
-        except Exception as exc:  # any storage failure: fail open, and say so
-            self._warn(exc)
-            return 0.0
-        return await self._reset_in(item, kind, key)
 
-    async def _reset_in(self, item: RateLimitItem, kind: str, key: str) -> float:
-        assert self._shared is not None
-        try:
-            stats = await self._shared.get_window_stats(item, kind, key)
-        except Exception:  # the window cannot be read: a second is a fair guess
-            return 1.0
-        return max(1.0, stats.reset_time - time.time())
+def _budget(
+    item: RateLimitItem | None,
+    shared: FixedWindowRateLimiter | None,
+    kind: str,
+    failures: _FailureLog,
+) -> Budget | SharedBudget | None:
+    """No budget for "off"; in Redis when it is configured; in this process otherwise."""
+    if item is None:
+        return None
+    return Budget(item) if shared is None else SharedBudget(shared, item, kind, failures)
 
-    def _warn(self, exc: Exception) -> None:
+
+class _FailureLog:
+    """Logs a failing Redis at most once every few seconds."""
+
+    def __init__(self) -> None:
+        self._last = -math.inf
+
+    def note(self, exc: Exception) -> None:
         now = time.monotonic()
-        if now - self._last_warning >= _WARN_EVERY_SECONDS:
-            self._last_warning = now
+        if now - self._last >= _WARN_EVERY_SECONDS:
+            self._last = now
             log.warning("rate limits not enforced: their store failed (%s)", type(exc).__name__)
 
 
