@@ -14,40 +14,18 @@ fsync is free.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shutil
 import sys
 import tempfile
 import urllib.request
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import asyncpg
-
-from harness import HERE, Server, WrkResult, require_real_disk, run_wrk, start_server
+from lib.postgres import postgres_database
+from lib.servers import HERE, Server, require_real_disk, start_server
+from lib.wrk import WrkResult, run_wrk
 
 RESULTS = HERE / "results"
-
-
-@contextmanager
-def postgres_database(admin_url: str) -> Iterator[str]:
-    name = f"plantstore_bench_{uuid.uuid4().hex[:8]}"
-
-    async def run(statement: str) -> None:
-        connection = await asyncpg.connect(admin_url)
-        try:
-            await connection.execute(statement)
-        finally:
-            await connection.close()
-
-    asyncio.run(run(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        asyncio.run(run(f'DROP DATABASE "{name}" WITH (FORCE)'))
 
 
 def seed(server: Server, plants: int) -> None:

@@ -16,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import HERE, require_real_disk, run_wrk, start_server
+from lib.servers import HERE, require_real_disk, start_server
+from lib.wrk import run_wrk
 
 RESULTS = HERE / "results"
 

@@ -4,15 +4,18 @@ Seeds a fresh SQLite file (1,000 users x 1,000 plants, plus the bench user's own
 with ``plantstore serve`` pinned to one core and drives it with wrk (32 connections, one
 thread) pinned to another: list 10, list 100, create, delete, an 80/10/10 mix, list 10 paced
 at half its flat-out rate, the same paced load on a small file, creates with group commit
-off. Then the peers on SQLite (peer_phase.py): plantstore beside FastAPI + sqlite3 and a naive
-Starlette app, on the same pinning and data. The bare reference app under the same granian,
+off. Then the peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI + sqlite3 and a
+naive Starlette app, on the same pinning and data. The bare reference app under the same granian,
 measured before and after all that, is the ceiling rates are shown against. Then SQLite with
-``--workers 1`` against ``--workers 2`` on one file, unpinned (workers_phase.py), and the
-write ceiling of that file. Then PostgreSQL with ``--workers 2``, unpinned, and the PostgreSQL
-peers. Prints the tables and the targets; writes the same as JSON to bench/results/.
+``--workers 1`` against ``--workers 2`` on one file, unpinned (speed/workers_phase.py), and the
+write ceiling of that file. Then list 10 with a JWT beside list 10 with a pst_ token, pinned
+(speed/jwt_phase.py). Then another user's paced latency with and without a purge of 10,000
+expired sandbox users x 100 plants running (speed/sandbox_phase.py). Then PostgreSQL with
+``--workers 2``, unpinned, and the PostgreSQL peers. Prints the tables and the targets; writes
+the same as JSON to bench/results/.
 
     .venv/bin/python bench/run.py [--quick] [--seconds 10] [--skip-postgres] [--skip-peers]
-                                  [--skip-workers]
+                                  [--skip-workers] [--skip-jwt] [--skip-sandbox] [--skip-webhooks]
 """
 
 from __future__ import annotations
@@ -20,28 +23,29 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import peer_report
-import report
-import targets
-import workers_report
-from harness import HERE, require_real_disk
-from measure import Measurement, Options, not_run
-from peer_phase import POSTGRES, SQLITE, Contender, not_run_contenders, postgres_peers, sqlite_peers
-from phases import (
-    PG_LABEL,
-    fresh_sqlite,
-    group_commit_off,
-    half_rate,
-    postgres,
-    reference,
-    sqlite_main,
-    sqlite_small,
+from lib import report
+from lib.loads import fresh_sqlite, half_rate
+from lib.measure import Measurement, Options, not_run
+from lib.seed import Layout
+from lib.servers import HERE, require_real_disk
+from speed import peer_report, sandbox_report, targets, workers_report
+from speed.jwt_phase import jwt_rows, jwt_target
+from speed.jwt_phase import not_run_rows as jwt_not_run
+from speed.peer_phase import (
+    POSTGRES,
+    SQLITE,
+    Contender,
+    not_run_contenders,
+    postgres_peers,
+    sqlite_peers,
 )
-from seed import Layout
-from workers_phase import WorkerRow, not_run_rows, sqlite_workers
+from speed.phases import PG_LABEL, group_commit_off, postgres, reference, sqlite_main, sqlite_small
+from speed.sandbox_phase import SandboxResult, not_run_result, sandbox_purge
+from speed.workers_phase import WorkerRow, not_run_rows, sqlite_workers
+from webhooks_phase import webhook_phase
 
 RESULTS = HERE / "results"
 
@@ -67,12 +71,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-postgres", action="store_true", help="and PostgreSQL's peers")
     parser.add_argument("--skip-peers", action="store_true", help="no FastAPI/Starlette peers")
     parser.add_argument("--skip-workers", action="store_true", help="no SQLite --workers 1 vs 2")
+    parser.add_argument("--skip-jwt", action="store_true", help="no JWT vs pst_ token list 10")
+    parser.add_argument("--skip-sandbox", action="store_true", help="no sandbox purge phase")
+    parser.add_argument(
+        "--sandbox-users", type=int, default=None, help="expired users to purge (default 10000)"
+    )
+    parser.add_argument("--skip-webhooks", action="store_true", help="no webhooks_phase.py")
     parser.add_argument("--profile", action="store_true", help="py-spy during list 10, create")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     quick = args.quick
     args.seconds = args.seconds or (2 if quick else 10)
     args.users = args.users if args.users is not None else (50 if quick else 1_000)
+    if args.sandbox_users is None:
+        args.sandbox_users = 1_000 if quick else 10_000
     if args.plants_per_user is None:
         args.plants_per_user = 100 if quick else 1_000
     return args
@@ -98,6 +110,8 @@ class Phases:
     rows: list[Measurement]
     peers: list[Contender]
     workers: list[WorkerRow]
+    sandbox: SandboxResult
+    webhooks: list[str] = field(default_factory=list)  # webhooks_phase.py's summary lines
 
 
 def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phases:
@@ -122,8 +136,24 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
     else:
         print("SQLite, --workers 1 then 2 on one file, unpinned", flush=True)
         workers = sqlite_workers(options, layout)
+    if args.skip_jwt:
+        rows += jwt_not_run("--skip-jwt")
+    else:
+        print("SQLite, list 10 with a JWT and with a pst_ token, pinned", flush=True)
+        rows += jwt_rows(options)
+    if args.skip_sandbox:
+        sandbox = not_run_result("--skip-sandbox", args.sandbox_users)
+    else:
+        print("SQLite, a purge of expired sandbox users beside another user's requests", flush=True)
+        sandbox = sandbox_purge(options, args.sandbox_users)
+    webhook_lines = ["not run: --skip-webhooks"]
+    if not args.skip_webhooks:
+        print("Webhooks on SQLite, server and wrk pinned", flush=True)
+        figures = webhook_phase(options)
+        rows += figures.rows
+        webhook_lines = figures.summary()
     more_rows, more_peers = postgres_phases(options, args, layout)
-    return Phases(rows + more_rows, peers + more_peers, workers)
+    return Phases(rows + more_rows, peers + more_peers, workers, sandbox, webhook_lines)
 
 
 def postgres_phases(
@@ -174,16 +204,22 @@ def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
     shares = [row.other_cpu_share for row in rows if row.other_cpu_share is not None]
     if shares and max(shares) > 0.1:
         print(f"warning: up to {100 * max(shares):.0f}% of the server's core went elsewhere")
+    print("webhooks (bench/webhooks_phase.py):")
+    print("\n".join(f"  {line}" for line in phases.webhooks))
     print()
     print(peer_report.table(peers, top, pin))
     print()
     print(workers_report.table(workers))
     print()
     print(workers_report.ceiling_table(workers))
+    print()
+    print(sandbox_report.table(phases.sandbox))
     ours = [row for peer in peers if peer.name == "plantstore" for row in peer.rows.values()]
     ours += workers_report.plantstore_rows(workers)
     found = targets.targets(by_key, top, ours) + peer_report.targets(peers)
     found += workers_report.targets(workers)
+    found.append(jwt_target(by_key))
+    found += sandbox_report.targets(phases.sandbox)
     print()
     print("targets (reported, not asserted):")
     print(targets.targets_text(found))
@@ -227,6 +263,8 @@ def main() -> None:
         "scenarios": [row.as_json() for row in rows],
         "peers": peer_report.as_json(peers, report.ceiling({row.key: row for row in rows})),
         "sqlite_workers": workers_report.as_json(phases.workers),
+        "sandbox": phases.sandbox.as_json(),
+        "webhooks": phases.webhooks,
         "targets": [{**vars(target), "verdict": target.verdict} for target in found],
     }
     path = report.write_json(args.results, stamp, payload)

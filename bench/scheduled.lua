@@ -14,6 +14,7 @@
 -- done() prints one line: "schedule: requests=N matched=N unmatched=N late=N p50_us=... p90_us=
 -- ... p99_us=... p999_us=... max_us=...", late being the sends more than 1 ms after their slot.
 -- PLANTSTORE_BENCH_RATE: requests/s over all threads; PLANTSTORE_BENCH_THREADS: wrk's -t.
+-- PLANTSTORE_BENCH_CREATE_FROM (one thread only): POST /plants with ids from it up instead.
 local ffi = require("ffi")
 ffi.cdef[[
 typedef struct { long tv_sec; long tv_nsec; } sched_timespec;
@@ -28,6 +29,7 @@ local function now_us()
 end
 
 local rate = tonumber(os.getenv("PLANTSTORE_BENCH_RATE"))
+local create_from = tonumber(os.getenv("PLANTSTORE_BENCH_CREATE_FROM") or "")
 local threads = tonumber(os.getenv("PLANTSTORE_BENCH_THREADS") or "1")
 local interval_us = 1000000 * threads / rate
 local start_us = nil
@@ -68,6 +70,11 @@ function request()
   end
   local origin = math.min(due, now)
   wrk.headers["X-Request-ID"] = string.format("sched-%.0f", origin)
+  if create_from ~= nil then
+    wrk.headers["Content-Type"] = "application/json"
+    local body = string.format('{"id":%d,"name":"paced plant"}', create_from + claimed)
+    return wrk.format("POST", "/plants", nil, body)
+  end
   return wrk.format()
 end
 

@@ -21,273 +21,24 @@ import json
 import math
 import os
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import report
-from harness import HERE, Server, WrkResult, launch, parse_wrk, pinned
-from measure import LIST_10, Measurement, Options, measure, warm_up
-from phases import CREATE_IDS, fresh_sqlite, half_rate, mix
-from procstat import PROC, core_busy_seconds, cpu_list, cpu_seconds, process_tree, rss_mb
-from seed import BENCH_USER, MIX_DELETES_PER_SECOND, Layout
+from lib import report
+from lib.loads import fresh_sqlite, half_rate, mix
+from lib.measure import Measurement, Options, measure, warm_up
+from lib.procstat import open_files, process_tree
+from lib.seed import BENCH_USER, MIX_DELETES_PER_SECOND, Layout
+from lib.servers import HERE
+from lib.services import LIMITS_OFF, serve_limits_off
+from soaking.paced import Soak, paced_soak
+from soaking.verdict import baseline_index, summary
 
 RESULTS = HERE / "results"
-# The limits are for abuse, not for a benchmark: far above anything this machine reaches.
-# (The bench user holds every plant the run deletes: well over the default plant quota.)
-# Unknown settings are ignored, so these are harmless before the limits land.
-UNLIMITED_RATE = "1000000/second"
-LIMITS_OFF = {
-    "PLANTSTORE_RATE_LIMIT": UNLIMITED_RATE,
-    "PLANTSTORE_AUTH_FAILURE_LIMIT": UNLIMITED_RATE,
-    "PLANTSTORE_MAX_PLANTS_PER_USER": str(10**12),
-}
 FIRST_DOOMED_ID = 1_000_001  # the seed's first delete id: above the listed plants 1..1000
-RSS_GROWTH_LIMIT_MB = 20.0
-OPEN_FILES_TOLERANCE = 2  # "flat": the spread allowed between samples taken under load
-
-
-def serve(options: Options, name: str, url: str, token: str, **env: str) -> Server:
-    """``plantstore serve`` on ``url`` (its token already issued), pinned, with the limits
-    out of the way; ``env`` adds settings."""
-    command = [sys.executable, "-m", "plantstore", "serve"]
-    environment = {"PLANTSTORE_DATABASE_URL": url, **LIMITS_OFF, **env}
-    log = options.workdir / f"{name}.log"
-    process, base_url = launch(command, log, options.server_cpus, environment)
-    return Server(process, base_url, token)
-
-
-# --- what the server holds, read from /proc -------------------------------------------------
-
-
-def worker_pids(root: int) -> list[int]:
-    """The processes doing the serving: granian's workers, or the root if it has none."""
-    tree = process_tree(root)
-    return tree[1:] or tree
-
-
-def open_files(pids: list[int], kind: str = "") -> int:
-    """Descriptors these processes hold (only those whose link starts with ``kind``)."""
-    count = 0
-    for pid in pids:
-        directory = PROC / str(pid) / "fd"
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            continue
-        if not kind:
-            count += len(names)
-            continue
-        for name in names:
-            try:
-                count += os.readlink(directory / name).startswith(kind)
-            except OSError:
-                continue  # closed meanwhile
-    return count
-
-
-def file_mb(path: Path) -> float:
-    """A file's size in MB, 0 when it does not exist (a WAL is removed on a clean close)."""
-    try:
-        return path.stat().st_size / 1e6
-    except OSError:
-        return 0.0
-
-
-# --- the paced mix, one wrk run per interval ------------------------------------------------
-
-
-@dataclass
-class Chunk:
-    """What one wrk run of ``paced_mix.lua`` reported: its summary and its done() line."""
-
-    wrk: WrkResult
-    p50_ms: float
-    p99_ms: float
-    p999_ms: float
-    max_ms: float
-    non_2xx: int
-    socket_errors: int
-    statuses: dict[str, int]
-    next_create: int
-    next_delete: int
-
-    @property
-    def errors(self) -> int:
-        return self.non_2xx + self.socket_errors
-
-
-def parse_chunk(output: str) -> Chunk:
-    """wrk's summary plus the ``paced-mix:`` line ``paced_mix.lua``'s done() prints."""
-    line = next((ln for ln in output.splitlines() if ln.startswith("paced-mix: ")), None)
-    if line is None:
-        raise RuntimeError(f"paced_mix.lua printed no summary: {output}")
-    fields = dict(part.split("=", 1) for part in line.removeprefix("paced-mix: ").split())
-    statuses = dict(item.split(":", 1) for item in fields.pop("statuses").split(",") if ":" in item)
-    numbers = {key: float(value) for key, value in fields.items()}
-    return Chunk(
-        wrk=parse_wrk(output),
-        p50_ms=numbers["p50_us"] / 1000,
-        p99_ms=numbers["p99_us"] / 1000,
-        p999_ms=numbers["p999_us"] / 1000,
-        max_ms=numbers["max_us"] / 1000,
-        non_2xx=int(numbers["non_2xx"]),
-        socket_errors=int(sum(numbers[k] for k in ("connect", "read", "write", "timeout"))),
-        statuses={status: int(count) for status, count in statuses.items()},
-        next_create=int(numbers["next_create"]),
-        next_delete=int(numbers["next_delete"]),
-    )
-
-
-def wrk_command(server: Server, seconds: int, connections: int, cpus: str | None) -> list[str]:
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
-    command += ["-H", f"Authorization: Bearer {server.token}"]
-    command += ["-s", str(HERE / "paced_mix.lua"), server.base_url + LIST_10]
-    return pinned(command, cpus)
-
-
-@dataclass
-class Sample:
-    """One interval's line: wrk's figures and what the server held near the interval's end."""
-
-    index: int
-    elapsed_s: float
-    rate: float
-    requests: int
-    seconds: float  # wrk's own measure of its run
-    p50_ms: float
-    p99_ms: float
-    p999_ms: float
-    max_ms: float
-    errors: int
-    non_2xx: int
-    socket_errors: int
-    statuses: dict[str, int]
-    rss_mb: float
-    open_files: int
-    sockets: int
-    wal_mb: float
-    server_cpu_share: float  # of the server's core(s)
-    other_cpu_share: float | None  # the server's core(s) busy with anything else
-
-
-@dataclass
-class Soak:
-    """Everything the run learned, in the order it learned it."""
-
-    rate: int
-    flat_out: Measurement | None
-    delete_range: tuple[int, int]
-    idle_open_files_before: int = 0
-    idle_open_files_after: int = 0
-    samples: list[Sample] = field(default_factory=list)
-    deletes_used: int = 0
-    creates_used: int = 0
-
-
-class Watch:
-    """CPU of the server tree and of its core between two interval boundaries."""
-
-    def __init__(self, server: Server, cores: list[int]) -> None:
-        self.server, self.cores = server, cores
-        self.at = time.monotonic()
-        self.cpu = cpu_seconds(process_tree(server.pid))
-        self.busy = core_busy_seconds(cores)
-
-    def shares(self) -> tuple[float, float | None]:
-        """(server, others) as shares of the server's cores since the last call."""
-        now, cpu = time.monotonic(), cpu_seconds(process_tree(self.server.pid))
-        busy = core_busy_seconds(self.cores)
-        wall = (now - self.at) * max(1, len(self.cores))
-        server = (cpu - self.cpu) / wall if wall else 0.0
-        others = max(0.0, (busy - self.busy - (cpu - self.cpu)) / wall) if self.cores else None
-        self.at, self.cpu, self.busy = now, cpu, busy
-        return server, others
-
-
-HEADER = (
-    f"{'elapsed':>7} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} {'errors':>6} "
-    f"{'RSS MB':>7} {'files':>5} {'WAL MB':>7} {'cpu%':>5} {'other%':>6}"
-)
-
-
-def line(sample: Sample) -> str:
-    minutes, seconds = divmod(round(sample.elapsed_s), 60)
-    other = "-" if sample.other_cpu_share is None else f"{100 * sample.other_cpu_share:.0f}%"
-    return (
-        f"{minutes:>4}:{seconds:02d} {sample.rate:>7,.0f} {sample.p50_ms:>7.2f} "
-        f"{sample.p99_ms:>7.2f} {sample.p999_ms:>8.2f} {sample.errors:>6} {sample.rss_mb:>7.1f} "
-        f"{sample.open_files:>5} {sample.wal_mb:>7.2f} {100 * sample.server_cpu_share:>4.0f}% "
-        f"{other:>6}"
-    )
-
-
-def paced_soak(
-    server: Server, soak: Soak, args: argparse.Namespace, options: Options, wal: Path
-) -> None:
-    """Consecutive wrk runs of ``interval`` seconds; sample the server a second before each
-    ends (while the load, and its connections, are still there)."""
-    intervals = args.minutes * 60 // args.interval
-    next_create, next_delete = CREATE_IDS, soak.delete_range[0]
-    workers = worker_pids(server.pid)
-    watch = Watch(server, cpu_list(options.server_cpus) if options.server_cpus else [])
-    started = time.monotonic()
-    print(HEADER, flush=True)
-    for index in range(intervals):
-        env = {
-            **os.environ,
-            "PLANTSTORE_BENCH_TOKEN": server.token,
-            "PLANTSTORE_BENCH_RATE": str(soak.rate),
-            "PLANTSTORE_BENCH_ID_BASE": str(next_create),
-            "PLANTSTORE_BENCH_DELETE_FROM": str(next_delete),
-        }
-        command = wrk_command(server, args.interval, args.connections, options.wrk_cpus)
-        chunk_started = time.monotonic()
-        wrk = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-        )
-        time.sleep(max(0.0, args.interval - args.sample_before_end))
-        tree = process_tree(server.pid)
-        held = (rss_mb(workers), open_files(tree), open_files(tree, "socket:"), file_mb(wal))
-        stdout, stderr = wrk.communicate()
-        if wrk.returncode != 0:
-            raise RuntimeError(f"wrk failed ({wrk.returncode}): {stderr}{stdout}")
-        chunk = parse_chunk(stdout)
-        next_create, next_delete = chunk.next_create, chunk.next_delete
-        server_share, other_share = watch.shares()
-        sample = Sample(
-            index=index,
-            elapsed_s=time.monotonic() - started,
-            rate=chunk.wrk.rate,
-            requests=chunk.wrk.requests,
-            seconds=chunk.wrk.seconds,
-            p50_ms=chunk.p50_ms,
-            p99_ms=chunk.p99_ms,
-            p999_ms=chunk.p999_ms,
-            max_ms=chunk.max_ms,
-            errors=chunk.errors,
-            non_2xx=chunk.non_2xx,
-            socket_errors=chunk.socket_errors,
-            statuses=chunk.statuses,
-            rss_mb=held[0],
-            open_files=held[1],
-            sockets=held[2],
-            wal_mb=held[3],
-            server_cpu_share=server_share,
-            other_cpu_share=other_share,
-        )
-        soak.samples.append(sample)
-        print(line(sample), flush=True)
-        if time.monotonic() - chunk_started > args.interval + 5:
-            print(
-                f"  (wrk took {time.monotonic() - chunk_started:.1f}s for a {args.interval}s run)"
-            )
-    soak.creates_used = next_create - CREATE_IDS
-    soak.deletes_used = next_delete - soak.delete_range[0]
 
 
 # --- seeding, the flat-out probe, the delete range ------------------------------------------
@@ -321,102 +72,12 @@ def deletes_needed(rate: int, args: argparse.Namespace) -> int:
 
 def flat_out(options: Options, url: str, token: str, layout: Layout) -> Measurement:
     """The mix flat out on a fresh server: the rate the paced run is half of."""
-    server = serve(options, "soak-flat-out", url, token)
+    server = serve_limits_off(options, "soak-flat-out", url, token)
     try:
         warm_up(server, options)
         return measure(server, mix(layout), options, "mix", "mix 80/10/10, flat out")
     finally:
         server.stop()
-
-
-# --- the verdict ----------------------------------------------------------------------------
-
-
-def baseline_index(soak: Soak, args: argparse.Namespace) -> int:
-    """The interval ending at minute 2; in a run of under 3 minutes, at a fifth of the run."""
-    intervals = len(soak.samples)
-    seconds = 120 if args.minutes >= 3 else args.minutes * 60 / 5
-    return max(0, min(intervals - 1, round(seconds / int(args.interval)) - 1))
-
-
-def clock(seconds: float) -> str:
-    minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes}:{rest:02d}"
-
-
-def verdicts(soak: Soak, args: argparse.Namespace) -> list[report.Verdict]:
-    samples = soak.samples
-    first, last = samples[baseline_index(soak, args)], samples[-1]
-    growth = last.rss_mb - first.rss_mb
-    after = samples[baseline_index(soak, args) :]
-    files = [s.open_files for s in after]
-    spread = max(files) - min(files)
-    idle_drift = soak.idle_open_files_after - soak.idle_open_files_before
-    requests = sum(s.requests for s in samples)
-    errors = sum(s.errors for s in samples)
-    statuses: dict[str, int] = {}
-    for sample in samples:
-        for status, count in sample.statuses.items():
-            statuses[status] = statuses.get(status, 0) + count
-    bad = {status: n for status, n in statuses.items() if not status.startswith("2")}
-    sockets = sum(s.socket_errors for s in samples)
-    return [
-        report.Verdict(
-            "RSS growth",
-            f"<= {RSS_GROWTH_LIMIT_MB:.0f} MB",
-            f"{growth:+.1f} MB ({first.rss_mb:.1f} MB at {clock(first.elapsed_s)}, "
-            f"{last.rss_mb:.1f} MB at {clock(last.elapsed_s)}; "
-            f"max {max(s.rss_mb for s in samples):.1f} MB)",
-            growth <= RSS_GROWTH_LIMIT_MB,
-        ),
-        report.Verdict(
-            "open files flat",
-            f"spread <= {OPEN_FILES_TOLERANCE}, idle same",
-            f"under load min {min(files)}, max {max(files)} from {clock(first.elapsed_s)} on; "
-            f"idle {soak.idle_open_files_before} before, {soak.idle_open_files_after} after",
-            spread <= OPEN_FILES_TOLERANCE and idle_drift <= 0,
-        ),
-        report.Verdict(
-            "errors",
-            "0",
-            f"{errors:,} of {requests:,} requests"
-            + (f" (non-2xx {bad}, socket errors {sockets})" if errors else ""),
-            errors == 0,
-        ),
-    ]
-
-
-def summary(soak: Soak, args: argparse.Namespace) -> list[report.Verdict]:
-    samples = soak.samples
-    found = verdicts(soak, args)
-    requests = sum(s.requests for s in samples)
-    seconds = sum(s.seconds for s in samples)
-    print()
-    print(
-        f"summary: {requests:,} requests in {len(samples)} wrk runs of {args.interval}s, "
-        f"{requests / seconds if seconds else 0:,.0f} req/s achieved of {soak.rate:,} scheduled"
-    )
-    print(
-        f"  latency per interval: p50 {min(s.p50_ms for s in samples):.2f}-"
-        f"{max(s.p50_ms for s in samples):.2f} ms, p99 {min(s.p99_ms for s in samples):.2f}-"
-        f"{max(s.p99_ms for s in samples):.2f} ms, p99.9 up to "
-        f"{max(s.p999_ms for s in samples):.2f} ms, max {max(s.max_ms for s in samples):.1f} ms"
-    )
-    print(
-        f"  WAL max {max(s.wal_mb for s in samples):.2f} MB (end {samples[-1].wal_mb:.2f} MB); "
-        f"deletes used {soak.deletes_used:,} of {soak.delete_range[1]:,} seeded, "
-        f"creates {soak.creates_used:,}"
-    )
-    others = [s.other_cpu_share for s in samples if s.other_cpu_share is not None]
-    if others and max(others) > 0.1:
-        print(
-            f"  warning: up to {100 * max(others):.0f}% of the server's core went to other "
-            "processes in some intervals; latency there says more about the machine"
-        )
-    print("targets:")
-    for verdict in found:
-        print(verdict.text())
-    return found
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -481,7 +142,7 @@ def run(args: argparse.Namespace, workdir: Path) -> Soak:
     count = deletes_needed(rate, args)
     add_doomed_plants(path, first, count)
     soak = Soak(rate=rate, flat_out=probe, delete_range=(first, count))
-    server = serve(options, "soak", url, token)
+    server = serve_limits_off(options, "soak", url, token)
     try:
         time.sleep(0.5)  # let the worker finish starting before the idle count
         soak.idle_open_files_before = open_files(process_tree(server.pid))

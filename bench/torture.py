@@ -7,7 +7,7 @@ Afterwards every acknowledged plant must be listed with its exact name and tag, 
 acknowledged delete may have come back, nothing may appear that was never sent, no answer may
 be a 500 (any 5xx but a 503 with Retry-After), and the SQLite file must pass
 ``PRAGMA integrity_check``. Exits 1 when any of that fails.
-See torture_lib.py for how uncertain (cut-off) requests are judged.
+See crash/__init__.py for how uncertain (cut-off) requests are judged.
 
     make torture [ARGS="--kills 200 --backend sqlite-workers --clients 16 --seed 7"]
 """
@@ -20,8 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from backends import postgres_database
-from torture_lib import TortureConfig, TortureError, TortureResult, run_torture
+from crash.config import TortureConfig, TortureError, TortureResult
+from crash.engine import run_torture
+from lib.postgres import postgres_database
 
 COLUMNS = (
     ("backend", 11),

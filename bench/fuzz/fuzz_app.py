@@ -10,7 +10,7 @@ The input is an HTTP/1.1 request as text, so a reproducer reads as one::
 
 The app is built once (``create_app`` with the lifespan entered, so migrations, the store
 and its group-commit writer all run) and every input is one ASGI call on one event loop,
-as granian would make it. Every answer must follow CONTRACT.md: never a 5xx (the exception
+as granian would make it. Every answer must follow docs/api.md: never a 5xx (the exception
 behind a 500 is re-raised, so the crash shows the service's own traceback); one response
 start and a complete body; a documented status; for every error the Error body (``error``
 equal to the status, a message that never echoes the token) as ``application/json``, with

@@ -1,7 +1,7 @@
 """Fuzz the create body: ``decode_new_plant`` on arbitrary bytes.
 
 The only exception allowed is the 400 (``BadRequest``). Beyond not crashing, the decoder is
-checked against a reference written straight from CONTRACT.md on top of the standard
+checked against a reference written straight from docs/api.md on top of the standard
 library's JSON parser: a body is accepted exactly when the reference accepts it, and then
 with the same id, name and tag. An accepted plant also satisfies the contract on its own:
 an int64 id, a name of 1-256 code points and a tag absent or of 1-64, none with a control
@@ -49,7 +49,7 @@ def _text(value: object, longest: int) -> bool:
 
 
 def reference(body: bytes) -> tuple[int, str, str | None] | None:
-    """CONTRACT.md's NewPlant rules: the plant a body carries, or None if it is refused."""
+    """docs/api.md's NewPlant rules: the plant a body carries, or None if it is refused."""
     try:
         text = body.decode("utf-8")  # strict: invalid UTF-8 is refused
         document = json.loads(

@@ -21,16 +21,17 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import free_port
-from measure import Load, Measurement, Options, measure, not_run, start_service, warm_up
-from phases import creates, fresh_sqlite
-from procstat import core_busy_seconds
-from seed import Layout
+from lib.loads import creates, fresh_sqlite
+from lib.measure import Load, Measurement, Options, measure, not_run, warm_up
+from lib.procstat import core_busy_seconds
+from lib.seed import Layout
+from lib.servers import free_port
+from lib.services import start_service
 
 WORKER_COUNTS = (1, 2)  # the table and its ratio targets: two workers over one
 CEILING_WORKERS = 4  # creates only: where one file's write lock stops paying for workers
 SCENARIOS = (("list10", "list 10"), ("create", "create (durable)"), ("mix", "mix 80/10/10"))
-# Ids no other phase uses (phases.py takes 1..3 x 10**12 for creates, 1,000,001 up for
+# Ids no other phase uses (lib/loads.py takes 1..3 x 10**12 for creates, 1,000,001 up for
 # deletes): a block of create ids per run, a delete range per mix run.
 CREATE_IDS = 4 * 10**12
 ID_BLOCK = 10**11
@@ -128,7 +129,7 @@ def scrape(port: int) -> LockFigures:
 def workers_layout(layout: Layout) -> Layout:
     """The run's layout (same users, same plants each), with two delete ranges of the mix's
     size placed where no other phase deletes: the first for one worker's mix, the second
-    for two workers'. (seed.py seeds a layout's delete and mix ranges alike.)"""
+    for two workers'. (lib/seed.py seeds a layout's delete and mix ranges alike.)"""
     count = layout.mix_delete_count
     return dataclasses.replace(
         layout,

@@ -19,8 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness import HERE
-from measure import Measurement
+from lib.measure import Measurement
+from lib.servers import HERE
 
 COLUMNS = (
     ("scenario", 32),

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from measure import Measurement
-from peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer
-from peer_phase import PLANTSTORE, POSTGRES, SQLITE, Contender
-from targets import Target
+from lib.measure import Measurement
+from speed.peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer
+from speed.peer_phase import PLANTSTORE, POSTGRES, SQLITE, Contender
+from speed.targets import Target
 
 # (backend, peer, scenario, how many times the peer's rate plantstore is to manage)
 GOALS: tuple[tuple[str, Peer, str, float], ...] = (

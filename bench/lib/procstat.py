@@ -1,4 +1,4 @@
-"""CPU time and peak memory of a server's process tree, read from /proc.
+"""CPU time, memory and open files of a server's process tree, read from /proc.
 
 ``plantstore serve`` forks granian workers, so every figure covers the serving process and
 all its descendants: the work may happen in any of them.
@@ -104,3 +104,37 @@ def core_busy_seconds(cores: list[int]) -> float:
             user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, values[:8])
             ticks += user + nice + system + irq + softirq + steal
     return ticks / _TICKS_PER_SECOND
+
+
+def worker_pids(root: int) -> list[int]:
+    """The processes doing the serving: granian's workers, or the root if it has none."""
+    tree = process_tree(root)
+    return tree[1:] or tree
+
+
+def open_files(pids: list[int], kind: str = "") -> int:
+    """Descriptors these processes hold (only those whose link starts with ``kind``)."""
+    count = 0
+    for pid in pids:
+        directory = PROC / str(pid) / "fd"
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        if not kind:
+            count += len(names)
+            continue
+        for name in names:
+            try:
+                count += os.readlink(directory / name).startswith(kind)
+            except OSError:
+                continue  # closed meanwhile
+    return count
+
+
+def file_mb(path: Path) -> float:
+    """A file's size in MB, 0 when it does not exist (a WAL is removed on a clean close)."""
+    try:
+        return path.stat().st_size / 1e6
+    except OSError:
+        return 0.0

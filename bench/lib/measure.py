@@ -8,16 +8,14 @@ limits the rate.
 from __future__ import annotations
 
 import resource
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyspy
-from harness import HERE, UNLIMITED, Server, WrkResult, free_port, launch, run_wrk
-from procstat import (
+from lib import pyspy
+from lib.procstat import (
     core_busy_seconds,
     cpu_list,
     cpu_seconds,
@@ -25,6 +23,8 @@ from procstat import (
     pids_named,
     process_tree,
 )
+from lib.servers import Server
+from lib.wrk import WrkResult, run_wrk
 
 LIST_10 = "/plants?limit=10"
 
@@ -74,40 +74,6 @@ class Measurement:
         data = asdict(self)
         data["result"] = None if self.result is None else asdict(self.result)
         return data
-
-
-def start_service(
-    options: Options,
-    name: str,
-    database_url: str,
-    token: str,
-    *args: str,
-    pinned: bool = True,
-    **env: str,
-) -> Server:
-    """``plantstore serve`` on ``database_url`` (its token already issued). Its metrics
-    listener stays on, on a free port unless ``env`` names one: on the default port, anything
-    else listening there (a test's server) would stop it from starting."""
-    command = [sys.executable, "-m", "plantstore", "serve", *args]
-    cpus = options.server_cpus if pinned else None
-    environment = {
-        "PLANTSTORE_DATABASE_URL": database_url,
-        "PLANTSTORE_METRICS_ADDRESS": f"127.0.0.1:{free_port()}",
-        **UNLIMITED,
-        **env,
-    }
-    process, url = launch(command, options.workdir / f"{name}.log", cpus, environment)
-    return Server(process, url, token)
-
-
-def start_reference(options: Options, token: str) -> Server:
-    """The bare reference app under the same granian, on the same core as the service."""
-    granian = str(Path(sys.executable).parent / "granian")
-    command = [granian, "--interface", "asgi", "--loop", options.reference_loop]
-    command += ["--factory", "reference_app:create_app"]
-    log = options.workdir / "reference.log"
-    process, url = launch(command, log, options.server_cpus, {}, ready_path=LIST_10, cwd=HERE)
-    return Server(process, url, token)
 
 
 def warm_up(server: Server, options: Options, pinned: bool = True) -> None:

@@ -7,60 +7,30 @@ the two create figures are compared, so they land in a table of the same size.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import subprocess
 import time
-from pathlib import Path
 
 import asyncpg
 
-from backends import postgres_database
-from harness import Server
-from measure import (
-    Load,
-    Measurement,
-    Options,
-    measure,
-    not_run,
-    start_reference,
-    start_service,
-    warm_up,
+from lib.loads import (
+    CREATE_IDS,
+    GROUP_COMMIT_OFF_IDS,
+    creates,
+    deletes,
+    fresh_sqlite,
+    half_rate,
+    mix,
+    paced,
+    sqlite_path,
 )
-from seed import Layout, count_plants, prepare, seed_postgres, seed_sqlite
+from lib.measure import Load, Measurement, Options, measure, not_run, warm_up
+from lib.postgres import postgres_database, postgres_problem
+from lib.seed import Layout, count_plants, prepare, seed_postgres
+from lib.servers import Server
+from lib.services import start_reference, start_service
 
-CREATE_IDS = 10**12  # far above every seeded id; each create run gets its own block
-MIX_CREATE_IDS = 2 * 10**12
-GROUP_COMMIT_OFF_IDS = 3 * 10**12
 PG_LABEL = "PostgreSQL, 2 workers"
-
-
-def creates(first_id: int, profile: bool = False) -> Load:
-    """Creates from ``first_id`` up, so no run repeats another's ids (a repeat is no insert)."""
-    env = {"PLANTSTORE_BENCH_ID_BASE": str(first_id)}
-    return Load(script="create.lua", env=env, profile=profile)
-
-
-def deletes(layout: Layout) -> Load:
-    """Deletes over the seeded range, each id once, so every answer should be 204."""
-    return Load(script="delete.lua", env={"PLANTSTORE_BENCH_DELETE_FROM": str(layout.delete_from)})
-
-
-def mix(layout: Layout) -> Load:
-    """The 80/10/10 mix, with its own create ids and its own delete range."""
-    return Load(
-        script="mix.lua",
-        env={
-            "PLANTSTORE_BENCH_ID_BASE": str(MIX_CREATE_IDS),
-            "PLANTSTORE_BENCH_DELETE_FROM": str(layout.mix_delete_from),
-        },
-    )
-
-
-def paced(rate: int) -> Load:
-    """list 10 at a fixed rate: latency judged below saturation, not at it, and counted from
-    each request's due time (``scheduled.lua``), so a stall is not hidden by a late send."""
-    return Load(script="scheduled.lua", env={"PLANTSTORE_BENCH_RATE": str(rate)})
 
 
 def reference(options: Options, token: str, key: str, label: str) -> Measurement:
@@ -73,24 +43,9 @@ def reference(options: Options, token: str, key: str, label: str) -> Measurement
         server.stop()
 
 
-def fresh_sqlite(options: Options, name: str, layout: Layout) -> tuple[str, str]:
-    """A migrated, seeded SQLite file; returns its URL and the bench user's token."""
-    url = f"sqlite:///{options.workdir / f'{name}.db'}"
-    started = time.monotonic()
-    token = prepare(url)
-    seed_sqlite(_sqlite_path(url), layout)
-    took = time.monotonic() - started
-    print(f"  seeded {name}: {layout.total_plants:,} plants in {took:.1f}s", flush=True)
-    return url, token
-
-
-def _sqlite_path(url: str) -> Path:
-    return Path(url.removeprefix("sqlite:///"))
-
-
 def sqlite_main(options: Options, layout: Layout, url: str, token: str) -> list[Measurement]:
     """Every flat-out scenario, plus list 10 paced at half its flat-out rate, on the big file."""
-    stored = count_plants(_sqlite_path(url))
+    stored = count_plants(sqlite_path(url))
     server = start_service(options, "sqlite-big", url, token)
     try:
         warm_up(server, options)
@@ -109,15 +64,10 @@ def sqlite_main(options: Options, layout: Layout, url: str, token: str) -> list[
         server.stop()
 
 
-def half_rate(flat_out: Measurement) -> int:
-    """The paced rate: half of what the server managed flat out."""
-    return max(1, round(flat_out.result.rate / 2)) if flat_out.result else 1
-
-
 def sqlite_small(options: Options, layout: Layout, rate: int) -> Measurement:
     """list 10 at the same paced rate on a file holding only the bench user's plants."""
     url, token = fresh_sqlite(options, "small", layout.small)
-    stored = count_plants(_sqlite_path(url))
+    stored = count_plants(sqlite_path(url))
     server = start_service(options, "sqlite-small", url, token)
     try:
         warm_up(server, options)
@@ -140,20 +90,6 @@ def group_commit_off(options: Options, url: str, token: str) -> Measurement:
         return row
     finally:
         server.stop()
-
-
-def postgres_problem(admin_url: str) -> str | None:
-    """Why the PostgreSQL server cannot be used, or None when it answers."""
-
-    async def probe() -> None:
-        connection = await asyncpg.connect(admin_url, timeout=3)
-        await connection.close()
-
-    try:
-        asyncio.run(probe())
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        return f"{admin_url} unreachable ({type(exc).__name__}: {exc})"
-    return None
 
 
 def postgres(options: Options, admin_url: str, layout: Layout) -> list[Measurement]:

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import HERE, Server, launch
+from lib.servers import HERE, Server, launch
 
 PEERS_DIR = HERE / "peers"
 VENVS = PEERS_DIR / ".venvs"
