@@ -1,0 +1,1 @@
+"""Signed webhooks for plant changes: subscriptions, signing, the SSRF guard and dispatch."""
