@@ -3,7 +3,8 @@ and "Try it out" with a bearer token creates a plant that the API then lists.
 
 ``test_openapi_docs.py`` checks the page's HTML and assets as files; only a browser runs the
 JavaScript and so sees what it really fetches (a CDN, the validator badge) and whether the
-Authorize dialog and Execute work against the live service. Needs Debian's chromium at
+Authorize dialog and Execute work against the live service, with an operator's token and
+with a JWT from the (test-made) identity provider. Needs Debian's chromium at
 /usr/bin/chromium (driven by the playwright package; no downloaded browser).
 """
 
@@ -19,6 +20,7 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
 
 from .conftest import LiveServer, bearer, start_server, stop_server
+from .jwt_support import TestProvider
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless on a machine with no GPU, no sandbox privileges and no outside network: without the
@@ -56,9 +58,18 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def provider(tmp_path_factory: pytest.TempPathFactory) -> TestProvider:
+    return TestProvider(tmp_path_factory.mktemp("docs-browser-provider"))
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, provider: TestProvider
+) -> Iterator[LiveServer]:
     directory = tmp_path_factory.mktemp("docs-browser")
-    live = start_server(f"sqlite:///{directory / 'plantstore.db'}", directory / "server.log")
+    live = start_server(
+        f"sqlite:///{directory / 'plantstore.db'}", directory / "server.log", **provider.env()
+    )
     try:
         assert live.token, "the first start should issue and print a token for user 'default'"
         yield live
@@ -112,11 +123,14 @@ def docs(browser: Browser, server: LiveServer) -> Iterator[tuple[Page, PageLog]]
 
 
 def documented_operations(server: LiveServer) -> set[tuple[str, str]]:
+    """Each operation of the served document, the webhooks it sends included (Swagger UI
+    renders those as operations too, under their names)."""
     with server.client() as http:
         document = http.get("/openapi.json").json()
     return {
         (method.upper(), path)
-        for path, item in document["paths"].items()
+        for section in ("paths", "webhooks")
+        for path, item in document.get(section, {}).items()
         for method in item
         if method in HTTP_METHODS
     }
@@ -153,18 +167,7 @@ def test_try_it_out_creates_a_plant_with_the_token(
     assert before.status_code == 200
     assert before.json() == []
 
-    page.locator(".auth-wrapper button.authorize").click()
-    dialog = page.locator(".dialog-ux .modal-ux")
-    dialog.locator("#auth-bearer-value").fill(server.token)
-    dialog.get_by_role("button", name="Apply credentials").click()
-    expect(dialog.get_by_role("button", name="Remove authorization")).to_be_visible(
-        timeout=TIMEOUT_MS
-    )
-    dialog.get_by_role("button", name="Close").click()
-    expect(dialog).to_be_hidden(timeout=TIMEOUT_MS)
-    expect(page.locator(".auth-wrapper button.authorize")).to_have_class(
-        re.compile(r"(^|\s)locked(\s|$)"), timeout=TIMEOUT_MS
-    )
+    authorize(page, server.token)
 
     create = page.locator(".opblock-post").filter(
         has=page.locator('.opblock-summary-path[data-path="/plants"]')
@@ -203,3 +206,57 @@ def test_try_it_out_creates_a_plant_with_the_token(
         after = http.get("/plants", headers=bearer(server.token))
     assert after.status_code == 200
     assert after.json() == [{"name": "Fern", "tag": "shade"}]
+
+
+def authorize(page: Page, token: str) -> None:
+    """Enter ``token`` in the Authorize dialog, as a reader of the docs would."""
+    page.locator(".auth-wrapper button.authorize").click()
+    dialog = page.locator(".dialog-ux .modal-ux")
+    dialog.locator("#auth-bearer-value").fill(token)
+    dialog.get_by_role("button", name="Apply credentials").click()
+    expect(dialog.get_by_role("button", name="Remove authorization")).to_be_visible(
+        timeout=TIMEOUT_MS
+    )
+    dialog.get_by_role("button", name="Close").click()
+    expect(dialog).to_be_hidden(timeout=TIMEOUT_MS)
+    expect(page.locator(".auth-wrapper button.authorize")).to_have_class(
+        re.compile(r"(^|\s)locked(\s|$)"), timeout=TIMEOUT_MS
+    )
+
+
+def test_authorize_with_a_jwt_lists_that_users_plants(
+    docs: tuple[Page, PageLog], server: LiveServer, provider: TestProvider
+) -> None:
+    page, log = docs
+    token = provider.token("docs-reader", "ES256")
+    with server.client() as http:  # the JWT's user has a plant; the operator's user is elsewhere
+        created = http.post("/plants", json={"id": 3, "name": "Moss"}, headers=bearer(token))
+    assert created.status_code == 200, created.text
+
+    authorize(page, token)
+    listing = page.locator(".opblock-get").filter(
+        has=page.locator('.opblock-summary-path[data-path="/plants"]')
+    )
+    listing.locator(".opblock-summary-control").click()
+    try_out = listing.locator("button.try-out__btn")
+    expect(try_out).to_be_visible(timeout=TIMEOUT_MS)
+    if try_out.inner_text().strip() == "Try it out":
+        try_out.click()
+    with page.expect_response(
+        lambda response: (
+            response.request.method == "GET"
+            and urlsplit(response.url).path == "/plants"
+            and response.url.startswith(server.base_url)
+        ),
+        timeout=TIMEOUT_MS,
+    ) as answer:
+        listing.get_by_role("button", name="Execute").click()
+    assert answer.value.request.headers.get("authorization") == f"Bearer {token}"
+
+    shown = listing.locator(".live-responses-table")
+    expect(shown.locator("tbody .response-col_status")).to_have_text("200", timeout=TIMEOUT_MS)
+    body = shown.locator("tbody .response-col_description .highlight-code code")
+    expect(body).to_contain_text("Moss", timeout=TIMEOUT_MS)
+    assert json.loads(body.inner_text()) == [{"name": "Moss"}]
+    page.context.close()
+    log.assert_stayed_home(server.base_url)
