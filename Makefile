@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ARGS ?=
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test lint typecheck bench bench-group-commit bench-backends torture fuzz soak slow-clients clean
+.PHONY: run test node-tools lint typecheck bench bench-group-commit bench-backends torture fuzz soak slow-clients clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("plantstore needs Python >= 3.11") if sys.version_info < (3, 11) else None'
@@ -23,8 +23,19 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
 run: $(VENV)/.installed-run
 	$(BIN)/plantstore serve
 
-test: lint typecheck
+test: lint typecheck node-tools
 	$(BIN)/pytest
+
+# Node programs the tests run, exactly as each package-lock.json pins them: node-oidc-provider
+# (the real identity provider of the JWT tests) and the docs platforms' checkers (Redocly,
+# Mintlify). Without npm they are left out, and the tests that need them say so.
+NODE_TOOLS := tests/oidc/node_modules/.installed tools/docs-lint/node_modules/.installed
+node-tools: $(NODE_TOOLS)
+
+%/node_modules/.installed: %/package.json %/package-lock.json
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix $* --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: the JWT provider and docs-lint tests will not run"; fi
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -74,4 +85,4 @@ bench-backends: $(VENV)/.installed-run
 	$(BIN)/python bench/backends.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) tests/oidc/node_modules tools/docs-lint/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -45,7 +45,8 @@ BACKENDS = ("sqlite", "postgres", TWO_WORKERS)
 # A test runs on TWO_WORKERS only if it takes one of these (it talks HTTP to a server) and
 # none of the next: those need the app in this process (its settings, its log records, a
 # patched environment) or a database of their own (they break the schema).
-LIVE_FIXTURES = frozenset({"client", "live_server"})
+# ("server": tests/test_webhooks.py's server of the test's backend, two workers on TWO_WORKERS.)
+LIVE_FIXTURES = frozenset({"client", "live_server", "server"})
 IN_PROCESS_FIXTURES = frozenset({"settings", "caplog"})
 IN_PROCESS_ONLY = "in_process_only"  # a marker for single parameters (see pytest_configure)
 # Read once at import: the autouse fixture below hides PLANTSTORE_* variables from tests.
@@ -232,18 +233,21 @@ def db_url(backend: str, sqlite_url: str, request: pytest.FixtureRequest) -> str
 def emptied_shared_database(request: pytest.FixtureRequest) -> str:
     """The shared PostgreSQL database with every user, token and plant removed."""
     url: str = request.getfixturevalue("postgres_shared_url")
-    pg.run_sql(url, "TRUNCATE plants, tokens, users RESTART IDENTITY")
+    pg.run_sql(url, "TRUNCATE plants, tokens, users RESTART IDENTITY CASCADE")
     return url
 
 
 def empty_sqlite(db_url: str) -> None:
-    """Remove every plant, token and user from a SQLite file a server is serving, in one
-    transaction (the plant-count triggers keep ``users.plant_count`` right on the way)."""
+    """Remove every webhook subscription, plant, token and user from a SQLite file a server is
+    serving, in one transaction (the plant-count triggers keep ``users.plant_count`` right on
+    the way). Subscriptions go first and by hand: this connection has no foreign keys, so
+    nothing cascades, and a reused user id would inherit an earlier test's subscriptions."""
     with contextlib.closing(
         sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=10, isolation_level=None)
     ) as conn:
         conn.execute("BEGIN IMMEDIATE")
-        for table in ("plants", "tokens", "users"):
+        webhooks = ("webhook_attempts", "webhook_deliveries", "webhook_subscriptions")
+        for table in (*webhooks, "plants", "tokens", "users"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("COMMIT")
 

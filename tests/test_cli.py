@@ -170,7 +170,9 @@ def test_a_token_without_expires_in_never_expires(db_url: str) -> None:
     assert record["expires"] is None
 
 
-@pytest.mark.parametrize("duration", ["10", "-1d", "abc", "", "1x", "d", "1.5h", "30 days"])
+@pytest.mark.parametrize(
+    "duration", ["10", "-1d", "abc", "", "1x", "d", "1.5h", "30 days", "0s", "0d"]
+)
 def test_expires_in_rejects_bad_durations(db_url: str, duration: str) -> None:
     result = invoke(db_url, "token", "create", "alice", f"--expires-in={duration}")
     assert result.exit_code != 0, result.output

@@ -1,4 +1,4 @@
-"""POST /plants against the contract (CONTRACT.md, "Resources" and "POST /plants — create").
+"""POST /plants against the contract (docs/api.md, "Plants" and "POST /plants: create").
 
 Every rejected request is followed by a look at GET /plants: a refusal must store nothing.
 """

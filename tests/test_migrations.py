@@ -7,9 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from plantstore.app import create_app
+from plantstore.cli import main
 from plantstore.settings import Settings
 from plantstore.store.migrate import SCHEMA_HEAD, current_revision, head_revision, upgrade
 from plantstore.tokens import hash_token, new_token
@@ -95,3 +97,15 @@ def test_the_upgraded_database_takes_new_tokens_with_labels(fresh_url: str) -> N
     with TestClient(create_app(Settings(database_url=fresh_url))) as client:
         for token in (old_token, new):
             assert len(client.get("/plants", headers=bearer(token)).json()) == 3
+
+
+def test_a_schema_newer_than_this_release_stops_with_one_line(fresh_url: str) -> None:
+    """An older release started on a database a newer one migrated says so in one line."""
+    upgrade(fresh_url)
+    run_sql(fresh_url, "UPDATE alembic_version SET version_num = '9999'")
+    result = CliRunner().invoke(main, ["--database", fresh_url, "token", "list"])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Can't locate revision" in result.output
+    assert "newer plantstore" in result.output
+    assert "Traceback" not in result.output

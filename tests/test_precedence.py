@@ -1,4 +1,4 @@
-"""CONTRACT.md, "Which error wins": unknown path 404 / wrong method 405 first, then 401, then
+"""docs/api.md, "Which error wins": unknown path 404 / wrong method 405 first, then 401, then
 415, then 413, then validation 400, then the outcome (404, 409).
 
 Each test sends a request that is wrong in several ways at once and expects the earliest.

@@ -2,7 +2,7 @@
 creates and deletes by several users and tokens, then every acknowledged write checked; and
 20 more on SQLite served by two workers, some of one worker alone, some of the whole server.
 
-``make torture`` runs the same engine (bench/torture_lib.py) with 100 kills per backend.
+``make torture`` runs the same engine (bench/crash/) with 100 kills per backend.
 """
 
 from __future__ import annotations
@@ -16,18 +16,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import httpx
 import pytest
 
-from torture_lib import (
-    Client,
-    Key,
-    Op,
-    Outcome,
-    Signals,
-    TortureConfig,
-    TortureResult,
-    Victim,
-    judge,
-    run_torture,
-)
+from crash.client import Client, Op, Outcome, Signals
+from crash.config import TortureConfig, TortureResult
+from crash.engine import run_torture
+from crash.judge import Key, judge
+from crash.victim import Victim
 
 KILLS = 20
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -25,24 +26,29 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from . import metrics
-from .api import ops
+from .api import ops, webhook_routes
 from .api import plants as plant_routes
+from .api import sandbox as sandbox_routes
 from .api.auth import Authenticator
 from .api.cors import ContractCORS
 from .api.dispatch import PlantRoutes
+from .api.jwt_auth import jwt_callers
 from .api.keepalive import DrainUnreadBody
 from .api.observe import Observe
 from .api.ratelimit import RateLimits
 from .api.responses import error_response, unexpected_error_response
 from .api.services import Services
 from .errors import PlantstoreError
-from .logs import access_logger, configure_logging
+from .logs import WEBHOOK_LOGGER, access_logger, configure_logging
 from .openapi import build_document
 from .plants import CursorCodec
+from .sandbox_purge import SandboxPurge, purge_interval
 from .schemas import encoder
 from .settings import Settings, load_settings
 from .store import open_store
 from .store.migrate import upgrade
+from .store.webhooks import webhook_store_for
+from .webhooks.dispatcher import new_dispatcher
 
 _ROUTING_MESSAGES = {404: "no such path", 405: "method not allowed on this path"}
 
@@ -52,7 +58,8 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
 
     ``freeze_after_start`` is for server processes: see ``_freeze_startup_objects``.
     """
-    access_log = access_logger() if settings.access_log else None
+    lines = access_logger()  # request lines (if on) and webhook attempt lines (at info)
+    access_log = lines if settings.access_log else None
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -62,7 +69,18 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
         )
         metrics.time_store_operations(store)
         await store.open()
+        jwt = jwt_callers(settings, store)
+        webhooks = webhook_store_for(store, settings.busy_timeout_ms)
+        await webhooks.open()
+        attempt_lines = (
+            lines if logging.getLogger(WEBHOOK_LOGGER).isEnabledFor(logging.INFO) else None
+        )
+        dispatcher = new_dispatcher(webhooks, settings, attempt_lines)
+        # Also with sandbox mode off: users issued while it was on still expire.
+        purge = SandboxPurge(store, purge_interval(settings.sandbox_ttl_seconds))
         try:
+            if jwt is not None:
+                await jwt.start()
             app.state.services = Services(
                 settings=settings,
                 store=store,
@@ -73,19 +91,29 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
                         settings.rate_limit, settings.auth_failure_limit, settings.redis_url
                     ),
                     settings.trusted_proxy_addresses,
+                    jwt,
                 ),
                 cursors=CursorCodec(await store.cursor_key()),
+                sandbox=sandbox_routes.SandboxIssuer(store, settings) if settings.sandbox else None,
+                webhooks=webhooks,
+                dispatcher=dispatcher,
             )
+            purge.start()
+            await dispatcher.start()
             if freeze_after_start:
                 _freeze_startup_objects()
             yield
         finally:
+            await dispatcher.stop()
+            await purge.stop()
+            if jwt is not None:
+                await jwt.close()
+            await webhooks.close()
             await store.close()
-            if access_log is not None:
-                access_log.flush()
+            lines.flush()
 
     app = Starlette(
-        routes=_routes(),
+        routes=_routes(settings),
         lifespan=lifespan,
         exception_handlers={
             PlantstoreError: _on_plantstore_error,
@@ -94,7 +122,7 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
         },
     )
     app.router.redirect_slashes = False
-    app.state.openapi = encoder.encode(build_document())
+    app.state.openapi = encoder.encode(build_document(settings))
     layers: ASGIApp = PlantRoutes(app, app.state)
     layers = DrainUnreadBody(layers, settings.max_body_bytes, settings.body_timeout)
     if settings.cors_origin_list:  # otherwise browsers keep their same-origin rule
@@ -120,10 +148,13 @@ def _freeze_startup_objects() -> None:
     gc.freeze()
 
 
-def _routes() -> list[Route | Mount]:
+def _routes(settings: Settings) -> list[Route | Mount]:
+    sandbox = [Route("/sandbox/tokens", sandbox_routes.create_sandbox_token, methods=["POST"])]
     return [
+        *(sandbox if settings.sandbox else []),
         Route("/plants", plant_routes.plants_collection, methods=["GET", "POST"]),
         Route("/plants/{id}", plant_routes.delete_plant_route, methods=["DELETE"]),
+        *webhook_routes.ROUTES,
         Route("/healthz", ops.healthz, methods=["GET"]),
         Route("/readyz", ops.readyz, methods=["GET"]),
         Route("/openapi.json", ops.openapi_json, methods=["GET"]),

@@ -1,4 +1,5 @@
-"""The ``plantstore`` command: serve, token create|list|revoke, db upgrade.
+"""The ``plantstore`` command: serve, token create|list|revoke, db upgrade|backup (and ``user``,
+in ``cli_users``).
 
 Every command migrates the database first, so any of them works on a fresh path. A bad
 setting stops the command with one line (``Error: ...``), never a traceback.
@@ -16,25 +17,25 @@ import signal
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
 import structlog
 
 from . import __version__
+from .cli_db import db_backup
 from .database_url import redacted
+from .durations import parse_duration
 from .errors import PlantstoreError
 from .logs import configure_logging
 from .metrics_server import MULTIPROCESS_VARIABLE, serve_metrics
 from .settings import Settings, SettingsError, load_settings
 from .store import Store, StoreOpenError, TokenRecord, open_store
 from .store.migrate import upgrade
+from .times import rfc3339
 from .tokens import hash_token, new_token
 
 T = TypeVar("T")
-_DURATION = re.compile(r"([1-9][0-9]{0,8})([smhdw])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 _USER_NAME = re.compile(r"[^\s\x00-\x1f\x7f-\x9f]{1,128}")
 _LABEL = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,128}")
 DEFAULT_USER = "default"
@@ -211,12 +212,12 @@ def token() -> None:
 def _parse_duration(text: str | None) -> float | None:
     if text is None:
         return None
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
+    try:
+        return parse_duration(text)
+    except ValueError:
         raise click.BadParameter(
             "use a number and a unit: 90s, 15m, 12h, 30d or 2w", param_hint="--expires-in"
-        )
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        ) from None
 
 
 @token.command("create")
@@ -251,15 +252,23 @@ def token_create(ctx: click.Context, user: str, expires_in: str | None, label: s
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per token.")
 @click.pass_context
 def token_list(ctx: click.Context, user: str | None, as_json: bool) -> None:
-    """List tokens (never their secrets), of USER or of everyone."""
+    """List tokens (never their secrets), of USER or of everyone, and the users of JWTs."""
     settings = _settings(ctx.find_root())
-    records = _with_store(settings, lambda store: store.list_tokens(user))
+
+    from .cli_users import jwt_user_rows  # the user group's module imports this one
+
+    async def listing(store: Store) -> list[dict[str, Any]]:
+        tokens = [_token_fields(record) for record in await store.list_tokens(user)]
+        return tokens + jwt_user_rows(await store.list_users(), user)
+
+    rows_of_fields = _with_store(settings, listing)
     if as_json:
-        for record in records:
-            click.echo(json.dumps(_token_fields(record)))
+        for fields in rows_of_fields:
+            click.echo(json.dumps(fields))
         return
-    header = ("ID", "USER", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "LABEL")
-    rows = [header] + [tuple(str(value) for value in _token_row(record)) for record in records]
+    header: tuple[str, ...] = ("ID", "USER", "CREATED", "EXPIRES", "LAST USED", "REVOKED")
+    header += ("LABEL", "ISSUER", "DISABLED")
+    rows = [header] + [_token_row(fields) for fields in rows_of_fields]
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     for row in rows:
         click.echo(
@@ -276,17 +285,17 @@ def _token_fields(record: TokenRecord) -> dict[str, Any]:
         "last_used": _when(record.last_used_at, None),
         "revoked": _when(record.revoked_at, None),
         "label": record.label,
+        "issuer": None,
+        "disabled": _when(record.user_disabled_at, None),
     }
 
 
-def _token_row(record: TokenRecord) -> tuple[object, ...]:
-    return tuple("-" if value is None else value for value in _token_fields(record).values())
+def _token_row(fields: dict[str, Any]) -> tuple[str, ...]:
+    return tuple("-" if value is None else str(value) for value in fields.values())
 
 
 def _when(timestamp: float | None, missing: str | None) -> str | None:
-    if timestamp is None:
-        return missing
-    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return missing if timestamp is None else rfc3339(timestamp)
 
 
 @token.command("revoke")
@@ -302,7 +311,10 @@ def token_revoke(ctx: click.Context, token_id: int) -> None:
 
 @main.group()
 def db() -> None:
-    """Database schema commands."""
+    """Database schema and backup commands."""
+
+
+db.add_command(db_backup)
 
 
 @db.command("upgrade")
@@ -311,3 +323,10 @@ def db_upgrade(ctx: click.Context) -> None:
     """Create the schema or bring it to the newest revision."""
     settings = _settings(ctx.find_root())
     click.echo(f"Database {settings.database_url} is at the newest schema revision.")
+
+
+# The ``user`` group lives in a module of its own, which registers itself on ``main``.
+from . import cli_users  # noqa: E402, F401
+from .cli_webhooks import webhook  # noqa: E402 (it builds on the helpers above)
+
+main.add_command(webhook)

@@ -12,6 +12,7 @@
       UnsupportedMediaType          415
       TooManyRequests               429  a rate limit is spent (with Retry-After)
       StoreUnavailable              503  the database cannot be reached (with Retry-After)
+      KeysUnavailable               503  no key for a JWT: the provider's JWKS cannot be fetched
 
 Handlers and rules raise these; ``app.py`` maps them to responses in one handler.
 """
@@ -91,3 +92,13 @@ class TooManyRequests(PlantstoreError):
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message, {"Retry-After": str(retry_after)})
+
+
+class KeysUnavailable(PlantstoreError):
+    status = 503
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(
+            "the identity provider's keys cannot be fetched; retry shortly",
+            {"Retry-After": str(max(1, retry_after))},
+        )

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import MutableMapping
 from datetime import UTC, datetime
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 import msgspec
 import structlog
 
 ACCESS_LOGGER = "plantstore.access"
+WEBHOOK_LOGGER = "plantstore.webhooks"
 
 
 def configure_logging(level: str) -> None:
@@ -65,15 +65,36 @@ class AccessLine(msgspec.Struct):
     timestamp: str = ""
 
 
+class AttemptLine(msgspec.Struct):
+    """One webhook attempt. ``origin`` is ``scheme://host:port`` only: receivers keep secrets
+    in the path and the query."""
+
+    webhook_id: str
+    origin: str
+    subscription_id: int
+    attempt: int
+    status: int | None
+    error: str | None
+    outcome: str
+    duration_ms: float
+    event: str = "webhook attempt"
+    level: str = "info"
+    logger: str = WEBHOOK_LOGGER
+    timestamp: str = ""
+
+
+LogLine = AccessLine | AttemptLine
+
+
 class AccessLog(Protocol):
-    def write(self, line: AccessLine) -> None: ...
+    def write(self, line: LogLine) -> None: ...
 
     def flush(self) -> None:
         """Write out any lines still held."""
 
 
 def access_logger() -> AccessLog:
-    """Where the one line per request goes: stdout.
+    """Where the one line per request (and per webhook attempt) goes: stdout.
 
     On a terminal it is structlog's console renderer. Off one it is ``JSONLines``: the same
     shape as the other records (JSON with ``timestamp``, ``level`` and ``logger``).
@@ -92,15 +113,14 @@ class ConsoleLines:
             processors=[
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
-                _access_logger_name,
                 structlog.dev.ConsoleRenderer(),
             ],
             wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         )
 
-    def write(self, line: AccessLine) -> None:
+    def write(self, line: LogLine) -> None:
         fields = msgspec.structs.asdict(line)
-        for name in ("event", "level", "logger", "timestamp"):
+        for name in ("event", "level", "timestamp"):
             del fields[name]
         self._logger.info(line.event, **fields)
 
@@ -125,10 +145,10 @@ class JSONLines:
 
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
-        self._pending: list[AccessLine] = []
+        self._pending: list[LogLine] = []
         self._encoder = msgspec.json.Encoder()
 
-    def write(self, line: AccessLine) -> None:
+    def write(self, line: LogLine) -> None:
         self._pending.append(line)
         waiting = len(self._pending)
         if waiting == 1:
@@ -147,10 +167,3 @@ class JSONLines:
                 line.timestamp = stamp
             self._stream.write(self._encoder.encode_lines(lines))
             self._stream.flush()
-
-
-def _access_logger_name(
-    _: Any, __: str, event: MutableMapping[str, Any]
-) -> MutableMapping[str, Any]:
-    event["logger"] = ACCESS_LOGGER
-    return event

@@ -197,3 +197,34 @@ def observe_lock_wait(seconds: float, timed_out: bool) -> None:
     LOCK_WAIT.observe(seconds)
     if timed_out:
         LOCK_TIMEOUTS.inc()
+
+
+# Webhooks: tallied like requests (``observe_attempt``), since a backlog is sent at thousands
+# of attempts a second on the API's own event loop.
+WEBHOOK_DELIVERIES = Counter(
+    "plantstore_webhook_attempts",
+    "Webhook delivery attempts, by outcome: delivered, retry, failed (retries spent), gone (410).",
+    ["outcome"],
+)
+WEBHOOK_ATTEMPT_SECONDS = Histogram(
+    "plantstore_webhook_attempt_duration_seconds",
+    "Time one webhook attempt took, from connecting to the receiver's answer.",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0),
+)
+WEBHOOK_OLDEST_UNDELIVERED = Gauge(
+    "plantstore_webhook_oldest_undelivered_seconds",
+    "Age of the oldest event not yet delivered to an enabled subscription (0: none).",
+    multiprocess_mode="max",
+)
+
+
+_ATTEMPT_COUNTERS: dict[str, Any] = {}
+
+
+def observe_attempt(outcome: str, seconds: float) -> None:
+    """One webhook attempt's outcome and duration (the event loop's thread only)."""
+    counter = _ATTEMPT_COUNTERS.get(outcome)
+    if counter is None:
+        counter = _ATTEMPT_COUNTERS[outcome] = WEBHOOK_DELIVERIES.labels(outcome)
+    TALLY.count(counter)
+    TALLY.observe(WEBHOOK_ATTEMPT_SECONDS, seconds)

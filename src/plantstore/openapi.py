@@ -6,11 +6,15 @@ header and parameter listed here is one the service really answers.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import msgspec
 
+from . import openapi_docs_site as docs_site
+from . import openapi_webhooks
 from .schemas import INT32_MAX, INT64_MAX, INT64_MIN, Error, NewPlant, Plant, Status
+from .settings import Settings
 
 JSON = "application/json"
 Document = dict[str, Any]
@@ -18,8 +22,9 @@ Document = dict[str, Any]
 _DESCRIPTION = """\
 A plant store: each user adds, lists and deletes their own plants.
 
-Every `/plants` operation needs `Authorization: Bearer <token>`; an operator issues tokens
-with `plantstore token create USER`. Ids are scoped to their owner. Every error answers the
+Every `/plants` operation needs `Authorization: Bearer <token>`: a token an operator issues
+with `plantstore token create USER`, or, where an identity provider is configured, a JWT
+access token from it. Ids are scoped to their owner. Every error answers the
 `Error` body, whose `error` equals the HTTP status.
 
 Every answer carries `X-Request-ID`: the request's own, when it sent a short one of letters,
@@ -189,12 +194,15 @@ def _components() -> dict[str, Any]:
         [Plant, NewPlant, Error, Status], ref_template="#/components/schemas/{name}"
     )
     return {
-        "schemas": schemas,
+        "schemas": {**schemas, **openapi_webhooks.schemas()},
         "securitySchemes": {
             "bearerAuth": {
                 "type": "http",
                 "scheme": "bearer",
-                "description": "A token issued with `plantstore token create USER`.",
+                "description": (
+                    "A token issued with `plantstore token create USER`, or a JWT access token "
+                    "from the configured identity provider (its `sub`, by default, is the user)."
+                ),
             }
         },
         "responses": {
@@ -214,7 +222,8 @@ def _components() -> dict[str, Any]:
                 {"Retry-After": _RETRY_AFTER},
             ),
             "Unavailable": _error(
-                "The database cannot be reached just now. Retry after the given seconds: a "
+                "The database, or the identity provider's keys for a JWT, cannot be reached "
+                "just now. Retry after the given seconds: a "
                 "create or delete answered 503 may or may not have been applied, and repeating "
                 "it is safe (an identical create answers 200; a repeated delete, 404).",
                 {"Retry-After": _RETRY_AFTER},
@@ -223,9 +232,10 @@ def _components() -> dict[str, Any]:
     }
 
 
-def build_document() -> Document:
-    """Return the OpenAPI 3.1 document describing exactly what the service does."""
-    return {
+def build_document(settings: Settings | None = None) -> Document:
+    """Return the OpenAPI 3.1 document describing exactly what the service does with
+    ``settings`` (its public address, whether sandbox mode is on)."""
+    document = {
         "openapi": "3.1.0",
         "info": {
             "title": "Plant Store",
@@ -233,8 +243,9 @@ def build_document() -> Document:
             "description": _DESCRIPTION,
             "license": {"name": "MIT", "identifier": "MIT"},
         },
+        "servers": docs_site.servers(settings.public_url if settings else None),
         "security": [{"bearerAuth": []}],
-        "tags": [{"name": "plants"}, {"name": "operations"}],
+        "tags": list(docs_site.TAGS),
         "paths": {
             "/plants": {
                 "get": {**_LIST, "tags": ["plants"]},
@@ -243,6 +254,29 @@ def build_document() -> Document:
             "/plants/{id}": {"delete": {**_DELETE, "tags": ["plants"]}},
             "/healthz": {"get": _probe("healthz", "The process is alive", needs_store=False)},
             "/readyz": {"get": _probe("readyz", "The store is reachable", needs_store=True)},
+            **openapi_webhooks.paths(),
         },
+        "webhooks": openapi_webhooks.webhooks(),
         "components": _components(),
     }
+    if settings is not None and settings.sandbox:
+        # A copy: the operations above are module-level dicts that later builds share.
+        document = copy.deepcopy(document)
+        _add_sandbox(document, settings)
+    return document
+
+
+def _add_sandbox(document: Document, settings: Settings) -> None:
+    """``POST /sandbox/tokens``, its tag and its components: only in sandbox mode."""
+    document["tags"].append(docs_site.SANDBOX_TAG)
+    quota = document["paths"]["/plants"]["post"]["responses"]["403"]
+    quota["description"] += f" A sandbox user may hold {settings.sandbox_max_plants:,}."
+    document["paths"].update(
+        docs_site.sandbox_paths(
+            settings.sandbox_ttl_seconds,
+            settings.sandbox_max_plants,
+            settings.sandbox_issue_limit,
+        )
+    )
+    for section, entries in docs_site.sandbox_components(_RETRY_AFTER).items():
+        document["components"][section].update(entries)

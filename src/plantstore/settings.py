@@ -12,16 +12,19 @@ import re
 from typing import Literal
 
 from limits import RateLimitItem, parse
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .database_url import Backend, backend_of
+from .durations import parse_duration, parse_schedule
+from .jwt_settings import check_algorithms, check_jwks_url, check_jwt_settings
 
 DEFAULT_DATABASE_URL = "sqlite:///data/plantstore.db"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:9464"  # loopback: a scraper elsewhere needs it set
 
 
 _ORIGIN = re.compile(r"https?://[^/\s,]+")
+_PUBLIC_URL = re.compile(r"https?://[^/\s?#]+(/[^\s?#]*)?")
 
 
 def parse_rate(text: str) -> RateLimitItem | None:
@@ -66,6 +69,25 @@ class Settings(BaseSettings):
     cors_origins: str = ""  # comma-separated origins allowed to call the API from a browser
     # Seconds in-flight requests get after SIGTERM; under docker stop's 10 s grace period.
     shutdown_timeout: float = Field(default=8.0, gt=0.0, le=600.0)
+    # Tokens from an identity provider (docs/identity-providers.md); all three or none.
+    jwt_jwks_url: str | None = None  # https:, http: or file: address of the provider's JWKS
+    jwt_issuer: str | None = None  # the `iss` every accepted JWT carries
+    jwt_audience: str | None = None  # an `aud` every accepted JWT carries
+    jwt_algorithms: str = "RS256,ES256,EdDSA"  # comma-separated; never none or HS*
+    jwt_user_claim: str = "sub"  # the claim naming the caller within the issuer
+    jwt_jwks_cache_seconds: float = Field(default=300.0, ge=10.0, le=86_400.0)
+    public_url: str | None = None  # the address clients use; /openapi.json's `servers`
+    sandbox: bool = False  # POST /sandbox/tokens issues tokens to anyone (docs visitors)
+    sandbox_ttl: str = "1h"  # how long a sandbox user lives: 90s, 15m, 1h, 7d
+    sandbox_max_plants: int = Field(default=100, ge=1, le=10**12)  # each sandbox user's quota
+    sandbox_issue_limit: str = "10/hour"  # sandbox tokens per client address, or "off"
+    # Webhooks (docs/webhooks.md): private receivers only where asked for (tests, intranets).
+    webhook_allow_private: bool = False
+    webhook_retry_schedule: str = "0s,5s,5m,30m,2h,5h,10h,14h,20h,24h"
+    webhook_retention: str = "30d"  # how long attempt records and finished deliveries stay
+    webhook_concurrency: int = Field(default=64, ge=1, le=10_000)  # attempts in flight
+    webhook_endpoint_concurrency: int = Field(default=8, ge=1, le=1_000)  # per subscription
+    webhook_max_subscriptions: int = Field(default=10, ge=1, le=1_000)  # per user
 
     @field_validator("database_url")
     @classmethod
@@ -73,7 +95,7 @@ class Settings(BaseSettings):
         backend_of(url)  # raises for anything we cannot open
         return url
 
-    @field_validator("rate_limit", "auth_failure_limit")
+    @field_validator("rate_limit", "auth_failure_limit", "sandbox_issue_limit")
     @classmethod
     def _known_rate(cls, text: str) -> str:
         try:
@@ -94,6 +116,62 @@ class Settings(BaseSettings):
         for origin in split_list(text):
             if origin != "*" and not _ORIGIN.fullmatch(origin):
                 raise ValueError(f"{origin!r} is not an origin such as 'https://docs.example.com'")
+        return text
+
+    @field_validator("jwt_jwks_url")
+    @classmethod
+    def _known_jwks_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            check_jwks_url(url)
+        return url
+
+    @field_validator("jwt_algorithms")
+    @classmethod
+    def _known_algorithms(cls, text: str) -> str:
+        check_algorithms(split_list(text))
+        return text
+
+    @field_validator("jwt_user_claim")
+    @classmethod
+    def _known_claim(cls, claim: str) -> str:
+        if not claim.strip():
+            raise ValueError("name the claim that holds the user, e.g. 'sub'")
+        return claim
+
+    @model_validator(mode="after")
+    def _jwt_all_or_nothing(self) -> Settings:
+        check_jwt_settings(self.jwt_jwks_url, self.jwt_issuer, self.jwt_audience)
+        return self
+
+    @property
+    def jwt_enabled(self) -> bool:
+        return self.jwt_jwks_url is not None
+
+    @property
+    def jwt_algorithm_list(self) -> list[str]:
+        return split_list(self.jwt_algorithms)
+
+    @field_validator("public_url")
+    @classmethod
+    def _known_public_url(cls, text: str | None) -> str | None:
+        if text is not None and not _PUBLIC_URL.fullmatch(text):
+            raise ValueError(f"{text!r} is not an address such as 'https://api.example.com'")
+        return text
+
+    @field_validator("sandbox_ttl", "webhook_retention")
+    @classmethod
+    def _known_duration(cls, text: str) -> str:
+        parse_duration(text)
+        return text
+
+    @property
+    def sandbox_ttl_seconds(self) -> int:
+        return parse_duration(self.sandbox_ttl)
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _known_schedule(cls, text: str) -> str:
+        parse_schedule(text)
         return text
 
     @property

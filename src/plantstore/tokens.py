@@ -13,8 +13,11 @@ import secrets
 from .errors import InvalidToken, Unauthenticated
 
 TOKEN_PREFIX = "pst_"
-# Our tokens are a strict subset of RFC 6750's b64token, so one shape check covers both.
-_TOKEN_SHAPE = re.compile(r"pst_[A-Za-z0-9_-]{43}")
+# A JWS in compact form: three base64url segments (an empty signature is not one).
+JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]{2,8192}\.[A-Za-z0-9_-]{2,8192}\.[A-Za-z0-9_-]{2,2048}")
+# Our tokens, and JWTs (three base64url segments), are strict subsets of RFC 6750's b64token,
+# so one shape check covers all three; the shape alone says which kind a token is.
+_TOKEN_SHAPE = re.compile(rf"pst_[A-Za-z0-9_-]{{43}}|{JWT_SHAPE.pattern}")
 
 
 def new_token() -> str:
@@ -25,6 +28,11 @@ def new_token() -> str:
 def hash_token(token: str) -> str:
     """Return the hex SHA-256 under which a token is stored and looked up."""
     return hashlib.sha256(token.encode("ascii")).hexdigest()
+
+
+def is_jwt(token: str) -> bool:
+    """Whether a well-formed token (``bearer_token``'s result) is a JWT, not one of ours."""
+    return not token.startswith(TOKEN_PREFIX)
 
 
 def bearer_token(authorization: str | None) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -13,6 +14,7 @@ from starlette.requests import ClientDisconnect, Request
 from ..errors import BadRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
 from ..schemas import INT32_MAX, INT64_MAX, INT64_MIN, NewPlant, new_plant_decoder
 
+T = TypeVar("T")
 _OWS = " \t"  # HTTP's optional whitespace (RFC 9110 §5.6.3); not str.strip()'s NBSP etc.
 _BEYOND_ANY_LIMIT = 10**20  # larger than every limit here (int64, int32, body size)
 
@@ -77,17 +79,28 @@ async def _receive_body(request: Request, max_bytes: int) -> bytes:
 
 def decode_new_plant(body: bytes) -> NewPlant:
     """Decode a NewPlant strictly; every violation is a 400 whose message names the member."""
+    return decode_strict(body, new_plant_decoder, "NewPlant", _may_repeat_a_member)
+
+
+def decode_strict(
+    body: bytes,
+    decoder: msgspec.json.Decoder[T],
+    what: str,
+    may_repeat: Callable[[bytes], bool] | None = None,
+) -> T:
+    """Decode ``body`` as ``what`` strictly: every violation, a repeated member too, is a 400
+    whose message names the member. ``may_repeat`` spares the second parse when it says no."""
     try:
-        plant = new_plant_decoder.decode(body)
+        value = decoder.decode(body)
     except msgspec.ValidationError as exc:
-        raise BadRequest(f"invalid NewPlant: {exc}") from None
+        raise BadRequest(f"invalid {what}: {exc}") from None
     except UnicodeDecodeError:
         raise BadRequest("the request body is not valid UTF-8") from None
     except msgspec.DecodeError:
         raise BadRequest("the request body is not valid JSON") from None
-    if _may_repeat_a_member(body):
-        json.loads(body, object_pairs_hook=_reject_duplicates)
-    return plant
+    if may_repeat is None or may_repeat(body):
+        json.loads(body, object_pairs_hook=_duplicates_refused(what))
+    return value
 
 
 def _may_repeat_a_member(body: bytes) -> bool:
@@ -103,13 +116,16 @@ def _may_repeat_a_member(body: bytes) -> bool:
 _MEMBER_KEYS = (b'"id"', b'"name"', b'"tag"')
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise BadRequest(f"invalid NewPlant: member `{key}` appears more than once")
-        seen[key] = value
-    return seen
+def _duplicates_refused(what: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    def reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise BadRequest(f"invalid {what}: member `{key}` appears more than once")
+            seen[key] = value
+        return seen
+
+    return reject_duplicates
 
 
 def query_params(query_string: bytes) -> dict[str, list[str]]:
@@ -147,11 +163,11 @@ def parse_limit(raw: str | None, page_cap: int) -> int:
     return min(whole_number(raw), page_cap)
 
 
-def parse_plant_id(raw: str) -> int:
-    """Read the path id: a decimal int64 with an optional leading '-'."""
+def parse_plant_id(raw: str, name: str = "id") -> int:
+    """Read the path id ``name``: a decimal int64 with an optional leading '-'."""
     digits = raw.removeprefix("-")
     valid = digits.isascii() and digits.isdigit() and len(digits.lstrip("0")) <= 19
     plant_id = whole_number(digits) * (-1 if raw.startswith("-") else 1) if valid else 0
     if not valid or not INT64_MIN <= plant_id <= INT64_MAX:
-        raise BadRequest("path parameter 'id' must be a decimal 64-bit integer")
+        raise BadRequest(f"path parameter '{name}' must be a decimal 64-bit integer")
     return plant_id

@@ -10,6 +10,8 @@ from typing import Protocol
 
 import msgspec
 
+from .users import UserStore
+
 
 class StoreOpenError(Exception):
     """The database cannot be used: unreachable, or set up to lose acknowledged writes."""
@@ -50,16 +52,17 @@ class TokenRecord(msgspec.Struct, frozen=True, gc=False):
     last_used_at: float | None
     revoked_at: float | None
     label: str | None = None
+    user_disabled_at: float | None = None  # the operator shut the user out (``user disable``)
 
     def usable_at(self, now: float) -> bool:
         """Tell whether the token may authenticate a request at wall-clock time ``now``."""
-        if self.revoked_at is not None:
+        if self.revoked_at is not None or self.user_disabled_at is not None:
             return False
         return self.expires_at is None or now < self.expires_at
 
 
-class Store(Protocol):
-    """Plants and tokens, with the durability promise: a write returns once it is synced."""
+class Store(UserStore, Protocol):
+    """Plants, tokens and users (``users.UserStore``), with the durability promise: a write returns once it is synced."""
 
     async def open(self) -> None: ...
 
@@ -98,3 +101,13 @@ class Store(Protocol):
     async def create_first_token(self, user: str, token_hash: str) -> TokenRecord | None:
         """Create a token only if the database holds none at all (revoked ones count), as
         one atomic step, so that instances starting together issue one between them."""
+
+    async def create_sandbox_user(
+        self, name: str, token_hash: str, expires_at: float, max_plants: int, label: str
+    ) -> TokenRecord:
+        """Create a user with its own quota that expires at ``expires_at``, and its token."""
+
+    async def purge_expired_users(self, before: float, max_rows: int) -> tuple[int, float]:
+        """Delete at most ``max_rows`` rows of sandbox users expired before ``before`` (their
+        plants, tokens, then the user); return how many (0 once none is left), and the seconds
+        the step's statements took: how long it held SQLite's writer or its transaction."""

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-SCHEMA_HEAD = "0004"  # the newest revision in migrations/versions/
+SCHEMA_HEAD = "0008"  # the newest revision in migrations/versions/
 
 
 def alembic_config(database_url: str) -> Config:
@@ -52,10 +52,16 @@ def upgrade(database_url: str, revision: str = "head") -> None:
             return  # the common case
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise StoreOpenError(f"cannot open the database: {describe_failure(exc)}") from exc
+    from alembic.util import CommandError
     from sqlalchemy.exc import DBAPIError
 
     try:
         _upgrade(database_url, revision)
+    except CommandError as exc:  # e.g. a revision this release does not know: a newer schema
+        raise StoreOpenError(
+            f"cannot migrate the database: {describe_failure(exc)} "
+            "(was it upgraded by a newer plantstore?)"
+        ) from exc
     except (
         OSError,
         TimeoutError,

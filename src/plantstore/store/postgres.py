@@ -21,8 +21,10 @@ from contextlib import asynccontextmanager
 import asyncpg
 
 from ..errors import StoreUnavailable
+from . import sandbox_postgres
 from .base import CreateOutcome, PlantRecord, StoreOpenError, TokenRecord, describe_failure
 from .postgres_batch import CreateBatcher
+from .postgres_users import PostgresUsers, insert_token
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ _READ_ONLY_SQLSTATE = "25006"  # a standby that has not been promoted yet
 
 _TOKEN_COLUMNS = (
     "tokens.id, users.name, users.id, tokens.created_at, tokens.expires_at, "
-    "tokens.last_used_at, tokens.revoked_at, tokens.label"
+    "tokens.last_used_at, tokens.revoked_at, tokens.label, users.disabled_at"
 )
 _FIND_TOKEN = (
     f"SELECT {_TOKEN_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id "  # noqa: S608 (constant columns)
@@ -94,7 +96,7 @@ class _OutageLog:
             self._last, self._refused = now, 0
 
 
-class PostgresStore:
+class PostgresStore(PostgresUsers):
     """The shared backend: any number of processes and instances may use one database."""
 
     def __init__(
@@ -293,7 +295,8 @@ class PostgresStore:
                 rows = await connection.fetch(f"{_LIST_TOKENS} ORDER BY tokens.id")
             else:
                 rows = await connection.fetch(
-                    f"{_LIST_TOKENS} WHERE users.name = $1 ORDER BY tokens.id", user
+                    f"{_LIST_TOKENS} WHERE users.issuer = '' AND users.name = $1 ORDER BY tokens.id",
+                    user,
                 )
         return [TokenRecord(*row) for row in rows]
 
@@ -306,6 +309,20 @@ class PostgresStore:
             )
         return status == "UPDATE 1"
 
+    async def create_sandbox_user(
+        self, name: str, token_hash: str, expires_at: float, max_plants: int, label: str
+    ) -> TokenRecord:
+        async with self._connection() as connection:
+            return await sandbox_postgres.create_sandbox_user(
+                connection, name, token_hash, expires_at, max_plants, label
+            )
+
+    async def purge_expired_users(self, before: float, max_rows: int) -> tuple[int, float]:
+        async with self._connection() as connection:
+            started = time.perf_counter()
+            deleted = await sandbox_postgres.purge_step(connection, before, max_rows)
+            return deleted, time.perf_counter() - started
+
 
 async def _insert_token(
     connection: asyncpg.pool.PoolConnectionProxy,
@@ -317,18 +334,11 @@ async def _insert_token(
     """Insert the user if new, then the token; the caller holds a transaction."""
     now = time.time()
     await connection.execute(
-        "INSERT INTO users (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        "INSERT INTO users (name, created_at) VALUES ($1, $2) ON CONFLICT (issuer, name) DO NOTHING",
         user,
         now,
     )
-    user_id = await connection.fetchval("SELECT id FROM users WHERE name = $1", user)
-    token_id = await connection.fetchval(
-        "INSERT INTO tokens (user_id, token_hash, created_at, expires_at, label) "
-        "VALUES ($1, $2, $3, $4, $5) RETURNING id",
-        user_id,
-        token_hash,
-        now,
-        expires_at,
-        label,
+    user_id = await connection.fetchval(
+        "SELECT id FROM users WHERE issuer = '' AND name = $1", user
     )
-    return TokenRecord(token_id, user, user_id, now, expires_at, None, None, label)
+    return await insert_token(connection, user_id, user, token_hash, now, expires_at, label)

@@ -12,17 +12,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import StoreUnavailable
+from . import sandbox_sqlite
 from .base import CreateOutcome, PlantRecord, TokenRecord
 from .sqlite_lock import is_busy
+from .sqlite_users import SQLiteUsers
 from .sqlite_writer import Writer, connect
 
 _TOKEN_COLUMNS = (
     "tokens.id, users.name, users.id, tokens.created_at, tokens.expires_at, "
-    "tokens.last_used_at, tokens.revoked_at, tokens.label"
+    "tokens.last_used_at, tokens.revoked_at, tokens.label, users.disabled_at"
 )
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteUsers):
     """The embedded default backend; every worker process has one, on the same file."""
 
     def __init__(
@@ -139,7 +141,7 @@ class SQLiteStore:
         query = f"SELECT {_TOKEN_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id"  # noqa: S608 (constant columns)
         params: tuple[str, ...] = ()
         if user is not None:
-            query += " WHERE users.name = ?"
+            query += " WHERE users.issuer = '' AND users.name = ?"
             params = (user,)
         rows = self._read.execute(query + " ORDER BY tokens.id", params)
         return [TokenRecord(*row) for row in rows]
@@ -164,6 +166,22 @@ class SQLiteStore:
 
         return await self.writer.submit(create_if_none)  # type: ignore[no-any-return]
 
+    async def create_sandbox_user(
+        self, name: str, token_hash: str, expires_at: float, max_plants: int, label: str
+    ) -> TokenRecord:
+        return await self.writer.submit(  # type: ignore[no-any-return]
+            lambda conn: sandbox_sqlite.create_sandbox_user(
+                conn, name, token_hash, expires_at, max_plants, label
+            )
+        )
+
+    async def purge_expired_users(self, before: float, max_rows: int) -> tuple[int, float]:
+        if not sandbox_sqlite.any_expired(self._read, before):
+            return 0, 0.0  # the common case costs the writer nothing
+        return await self.writer.submit(  # type: ignore[no-any-return]
+            lambda conn: sandbox_sqlite.timed_purge_step(conn, before, max_rows), background=True
+        )
+
 
 def _unavailable_if_busy(exc: sqlite3.OperationalError) -> Exception:
     """A read that waited out the busy timeout (rare in WAL: recovery, a checkpoint's reset)
@@ -176,7 +194,9 @@ def _create_plant(
 ) -> CreateOutcome:
     """Insert unless the plant exists or the user is at the quota (the writer is alone, so
     the count it reads cannot change before the insert)."""
-    if max_plants is None or _plant_count(conn, user_id) < max_plants:
+    held, own_quota = _plant_count(conn, user_id)
+    quota = max_plants if own_quota is None else own_quota
+    if quota is None or held < quota:
         inserted = conn.execute(
             "INSERT INTO plants (user_id, id, name, tag) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (user_id, id) DO NOTHING",
@@ -194,9 +214,12 @@ def _create_plant(
     return CreateOutcome.UNCHANGED if same else CreateOutcome.CONFLICT
 
 
-def _plant_count(conn: sqlite3.Connection, user_id: int) -> int:
-    row = conn.execute("SELECT plant_count FROM users WHERE id = ?", (user_id,)).fetchone()
-    return 0 if row is None else int(row[0])
+def _plant_count(conn: sqlite3.Connection, user_id: int) -> tuple[int, int | None]:
+    """The user's plants, and its own quota (None: the global one applies)."""
+    row = conn.execute(
+        "SELECT plant_count, max_plants FROM users WHERE id = ?", (user_id,)
+    ).fetchone()
+    return (0, None) if row is None else (int(row[0]), row[1])
 
 
 def _create_token(
@@ -208,10 +231,12 @@ def _create_token(
 ) -> TokenRecord:
     now = time.time()
     conn.execute(
-        "INSERT INTO users (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        "INSERT INTO users (name, created_at) VALUES (?, ?) ON CONFLICT (issuer, name) DO NOTHING",
         (user, now),
     )
-    (user_id,) = conn.execute("SELECT id FROM users WHERE name = ?", (user,)).fetchone()
+    (user_id,) = conn.execute(
+        "SELECT id FROM users WHERE issuer = '' AND name = ?", (user,)
+    ).fetchone()
     token_id = conn.execute(
         "INSERT INTO tokens (user_id, token_hash, created_at, expires_at, label) "
         "VALUES (?, ?, ?, ?, ?)",

@@ -18,6 +18,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,9 +47,16 @@ class _Job:
     loop: asyncio.AbstractEventLoop | None
     future: asyncio.Future[Any] | None
     one_write: bool = False  # writes with one statement at most: no savepoint needed
+    background: bool = False  # may wait a moment to share a request's commit (the purge)
 
 
 _STOP = object()
+# How long a batch of background jobs alone waits for a request's write to share its commit
+# (joined, a purge step costs that write the step's statements, not a commit of its own), while
+# requests' writes are coming in: one was committed in the last BUSY_WINDOW_S. On an idle
+# server nobody can wait behind it, and it goes at once.
+BACKGROUND_WAIT_S = 0.02
+BUSY_WINDOW_S = 1.0
 
 
 class Writer:
@@ -76,6 +84,7 @@ class Writer:
         self._on_commit = on_commit  # told each commit's number of writes (for metrics)
         # told each wait for another process's lock: seconds, and whether it timed out
         self._on_lock_wait = on_lock_wait
+        self._last_request_write = -BUSY_WINDOW_S  # monotonic; of a job not in the background
 
     def start(self) -> None:
         self._thread.start()
@@ -92,16 +101,20 @@ class Writer:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    async def submit(self, fn: WriteFn, *, one_write: bool = False) -> Any:
+    async def submit(
+        self, fn: WriteFn, *, one_write: bool = False, background: bool = False
+    ) -> Any:
         """Run ``fn`` in the next group commit and return its result once that is synced.
 
         ``one_write`` promises that ``fn`` changes the database with one statement at most.
         SQLite undoes a failed statement by itself, so such a job runs without the savepoint
         that otherwise keeps a failing job from taking its batch down (two statements less).
+        ``background`` lets the job wait up to ``BACKGROUND_WAIT_S`` for a request's write to
+        share its commit, so that it adds no commit of its own for requests to wait behind.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put(_Job(fn, loop, future, one_write))
+        self._queue.put(_Job(fn, loop, future, one_write, background))
         return await future
 
     def submit_nowait(self, fn: WriteFn) -> None:
@@ -134,18 +147,38 @@ class Writer:
         if first is _STOP:
             return False
         batch: list[_Job] = [first]  # type: ignore[list-item]
-        keep_going = True
+        keep_going = self._take_waiting(batch)
+        alone = all(job.background for job in batch)
+        if alone and keep_going and time.monotonic() - self._last_request_write < BUSY_WINDOW_S:
+            keep_going = self._wait_for_company(batch)
+        if not all(job.background for job in batch):
+            self._last_request_write = time.monotonic()
+        self._commit(conn, turns, batch)
+        return keep_going
+
+    def _wait_for_company(self, batch: list[_Job]) -> bool:
+        """Give a request's write ``BACKGROUND_WAIT_S`` to join a batch of background jobs;
+        return False if asked to stop."""
+        try:
+            company = self._queue.get(timeout=BACKGROUND_WAIT_S)
+        except queue.Empty:
+            return True
+        if company is _STOP:
+            return False
+        batch.append(company)  # type: ignore[arg-type]
+        return self._take_waiting(batch)
+
+    def _take_waiting(self, batch: list[_Job]) -> bool:
+        """Add the jobs waiting now, up to the batch size; return False if asked to stop."""
         while len(batch) < self._max_batch:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
-                break
+                return True
             if job is _STOP:
-                keep_going = False
-                break
+                return False
             batch.append(job)  # type: ignore[arg-type]
-        self._commit(conn, turns, batch)
-        return keep_going
+        return True
 
     def _commit(self, conn: sqlite3.Connection, turns: WriteTurns, batch: list[_Job]) -> None:
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
