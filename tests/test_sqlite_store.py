@@ -12,6 +12,7 @@ import pytest
 
 from plantstore.store import CreateOutcome, PlantRecord, SQLiteStore
 from plantstore.store.migrate import upgrade
+from plantstore.store.sqlite_writer import connect
 
 
 def open_store(db_path: Path, group_commit: bool = True) -> SQLiteStore:
@@ -39,6 +40,45 @@ def test_every_connection_uses_wal_and_full_sync(db_path: Path) -> None:
             await store.close()
 
     assert asyncio.run(scenario()) == ("wal", 2)  # 2 = FULL
+
+
+def test_a_new_database_opened_while_another_connection_writes_waits_for_wal(
+    tmp_path: Path,
+) -> None:
+    """Turning a rollback-journal file into WAL while another connection holds the write lock
+    fails at once in SQLite, without its busy handler (workers opening a new database together
+    saw "database is locked"); the store waits for the lock instead, within the busy timeout."""
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE t (x)")
+    assert holder.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+    release.start()
+    started = time.monotonic()
+    conn = connect(path, busy_timeout_ms=5_000)
+    waited = time.monotonic() - started
+    release.join()
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert 0.2 < waited < 4
+    finally:
+        conn.close()
+        holder.close()
+
+
+def test_wal_is_given_up_at_the_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            connect(path, busy_timeout_ms=300)
+        assert 0.25 < time.monotonic() - started < 3
+    finally:
+        holder.close()
 
 
 @pytest.mark.parametrize("group_commit", [True, False])
