@@ -78,8 +78,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-webhooks", action="store_true", help="no webhooks_phase.py")
     parser.add_argument("--profile", action="store_true", help="py-spy during list 10, create")
-    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help="directory for the JSON (and the scratch)"
+    )
     args = parser.parse_args(argv)
+    # Absolute: the scratch directory's paths reach servers started elsewhere (a peer runs in
+    # bench/peers) and file: URLs (the JWT phase's JWKS), where a relative path names nothing.
+    args.results = args.results.resolve()
     quick = args.quick
     args.seconds = args.seconds or (2 if quick else 10)
     args.users = args.users if args.users is not None else (50 if quick else 1_000)
