@@ -1,6 +1,6 @@
 # plantstore in a container: a builder stage makes the wheel, the runtime stage installs only
 # that wheel (pinned by constraints.txt) and runs it as an unprivileged user with its SQLite
-# database on the /data volume. tests/test_packaging.py checks this file and runs the runtime
+# database on the /data volume. tests/e2e/test_packaging.py checks this file and runs the runtime
 # stage's install command against a freshly built wheel.
 #
 #   docker build -t plantstore .

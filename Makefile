@@ -29,7 +29,7 @@ test: lint typecheck node-tools
 # Node programs the tests run, exactly as each package-lock.json pins them: node-oidc-provider
 # (the real identity provider of the JWT tests) and the docs platforms' checkers (Redocly,
 # Mintlify). Without npm they are left out, and the tests that need them say so.
-NODE_TOOLS := tests/oidc/node_modules/.installed tools/docs-lint/node_modules/.installed
+NODE_TOOLS := tests/auth/jwt/oidc/node_modules/.installed tools/docs-lint/node_modules/.installed
 node-tools: $(NODE_TOOLS)
 
 %/node_modules/.installed: %/package.json %/package-lock.json
@@ -40,6 +40,7 @@ node-tools: $(NODE_TOOLS)
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
@@ -53,8 +54,7 @@ bench: $(VENV)/.installed-run $(VENV)/.installed-bench
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(BIN)/python bench/run.py $(ARGS)
 
-$(VENV)/.installed-fuzz: $(BIN)/python pyproject.toml constraints.txt
-	$(PIP_INSTALL) -e '.[dev,fuzz]'
+$(VENV)/.installed-fuzz: $(VENV)/.installed-dev
 	touch $@
 
 # Crash safety: >= 100 SIGKILLs under concurrent writes, on SQLite and PostgreSQL.
@@ -85,4 +85,4 @@ bench-backends: $(VENV)/.installed-run
 	$(BIN)/python bench/backends.py
 
 clean:
-	rm -rf $(VENV) tests/oidc/node_modules tools/docs-lint/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) tests/auth/jwt/oidc/node_modules tools/docs-lint/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

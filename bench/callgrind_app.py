@@ -41,21 +41,24 @@ def prepare(workdir: Path) -> None:
 
 async def seed() -> str:
     """A token whose user holds 20 plants."""
+    from plantstore.auth.backends import token_store_for
+    from plantstore.auth.tokens import hash_token, new_token
+    from plantstore.db import open_database
+    from plantstore.db.migrate import upgrade
+    from plantstore.plants.backends import plant_store_for
+    from plantstore.plants.store import PlantRecord
     from plantstore.settings import load_settings
-    from plantstore.store import open_store
-    from plantstore.store.base import PlantRecord
-    from plantstore.store.migrate import upgrade
-    from plantstore.tokens import hash_token, new_token
 
     settings = load_settings()
     await asyncio.to_thread(upgrade, settings.database_url)
-    store = open_store(settings)
-    await store.open()
+    database = open_database(settings)
+    await database.open()
     token = new_token()
-    user = await store.create_token("bench", hash_token(token), None)
+    user = await token_store_for(database).create_token("bench", hash_token(token), None)
+    plants = plant_store_for(database)
     for plant_id in range(20):
-        await store.create_plant(user.user_id, PlantRecord(plant_id, f"plant {plant_id}", "t"))
-    await store.close()
+        await plants.create_plant(user.user_id, PlantRecord(plant_id, f"plant {plant_id}", "t"))
+    await database.close()
     return token
 
 

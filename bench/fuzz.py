@@ -6,8 +6,8 @@
    check and every phase (examples, coverage, fuzzing, stateful) until schemathesis's JSON
    report counts at least --requests generated test cases (one request each, as its NDJSON
    event log confirms): one run, then more runs with the next seeds if that was short. Each
-   run uses tests/schemathesis.toml and tests/schemathesis_hooks.py, as
-   tests/test_schemathesis.py does.
+   run uses tests/e2e/schemathesis.toml and tests/e2e/schemathesis_hooks.py, as
+   tests/e2e/test_schemathesis.py does.
 2. atheris. Every harness in bench/fuzz/ runs for its share of --atheris-runs executions,
    coverage-guided from its seed corpus: body, content_type, query, path and headers fuzz
    the request parsers one by one, app drives the whole ASGI app. A crash is recorded with

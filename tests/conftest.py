@@ -34,10 +34,9 @@ from starlette.testclient import TestClient
 
 from plantstore.app import create_app
 from plantstore.cli import main
+from plantstore.db.migrate import upgrade
 from plantstore.settings import Settings
-from plantstore.store.migrate import upgrade
-
-from . import pg
+from tests import pg
 
 IssueToken = Callable[..., str]
 TWO_WORKERS = "sqlite-2workers"  # the contract suite against a two-worker SQLite server
@@ -45,7 +44,7 @@ BACKENDS = ("sqlite", "postgres", TWO_WORKERS)
 # A test runs on TWO_WORKERS only if it takes one of these (it talks HTTP to a server) and
 # none of the next: those need the app in this process (its settings, its log records, a
 # patched environment) or a database of their own (they break the schema).
-# ("server": tests/test_webhooks.py's server of the test's backend, two workers on TWO_WORKERS.)
+# ("server": tests/webhooks/test_webhooks.py's server of the test's backend, two workers on TWO_WORKERS.)
 LIVE_FIXTURES = frozenset({"client", "live_server", "server"})
 IN_PROCESS_FIXTURES = frozenset({"settings", "caplog"})
 IN_PROCESS_ONLY = "in_process_only"  # a marker for single parameters (see pytest_configure)
@@ -54,7 +53,7 @@ TEST_POSTGRES_URL = os.environ.get(pg.URL_VARIABLE)
 REQUIRE_POSTGRES = os.environ.get(pg.REQUIRE_VARIABLE) == "1"
 NO_SKIPS_VARIABLE = "PLANTSTORE_TEST_NO_SKIPS"
 NO_SKIPS = os.environ.get(NO_SKIPS_VARIABLE) == "1"
-# The README's knobs for a wider schemathesis run (tests/test_schemathesis.py), read here for
+# The README's knobs for a wider schemathesis run (tests/e2e/test_schemathesis.py), read here for
 # the same reason: by the time a test runs, the fixture below has deleted them.
 SCHEMATHESIS_EXAMPLES_VARIABLE = "PLANTSTORE_SCHEMATHESIS_EXAMPLES"
 SCHEMATHESIS_SEED_VARIABLE = "PLANTSTORE_SCHEMATHESIS_SEED"

@@ -34,7 +34,7 @@ Answers no valid request should get (401, 409 for an identical repeat, 400, a 20
 wrong body, a list out of id order) are counted as odd answers, and fail the run as faults do. On SQLite the file then gets
 ``PRAGMA integrity_check`` after a clean stop.
 
-``tests/test_torture.py`` runs a bounded version; ``bench/torture.py`` (``make torture``) a
+``tests/e2e/test_torture.py`` runs a bounded version; ``bench/torture.py`` (``make torture``) a
 long one. Both call :func:`crash.engine.run_torture`. The parts: ``config`` (what a run is
 given and finds), ``victim`` (the server killed and restarted), ``client`` (one token's
 traffic), ``judge`` (what each key may be, and the final listing), ``engine`` (the run).

@@ -21,9 +21,9 @@ from fuzzlib import fuzz, instrumented_imports
 with instrumented_imports():
     from msgspec import UnsetType
 
-    from plantstore.api.parsing import decode_new_plant
     from plantstore.errors import BadRequest
-    from plantstore.schemas import INT64_MAX, INT64_MIN, NewPlant
+    from plantstore.http.parsing import INT64_MAX, INT64_MIN
+    from plantstore.plants.schemas import NewPlant, decode_new_plant
 
 _FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Cc, and lone surrogates
 _MEMBERS = {"id", "name", "tag"}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from fuzzlib import fuzz, instrumented_imports
 
 with instrumented_imports():
-    from plantstore.api.parsing import check_content_type
     from plantstore.errors import UnsupportedMediaType
+    from plantstore.http.parsing import check_content_type
 
 _WHITESPACE = " \t"  # HTTP's optional whitespace; not Latin-1's NBSP or NEL
 

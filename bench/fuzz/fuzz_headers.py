@@ -18,9 +18,9 @@ import re
 from fuzzlib import fuzz, instrumented_imports
 
 with instrumented_imports():
-    from plantstore.api.keepalive import _declared_body_length
+    from plantstore.auth.tokens import bearer_token, hash_token
     from plantstore.errors import InvalidToken, Unauthenticated
-    from plantstore.tokens import bearer_token, hash_token
+    from plantstore.http.keepalive import _declared_body_length
 
 _TOKEN = re.compile(r"pst_[A-Za-z0-9_-]{43}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")

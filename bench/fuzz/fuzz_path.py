@@ -1,9 +1,10 @@
-"""Fuzz routing and the path id: ``_handler_for`` on any method and path, ``parse_plant_id``.
+"""Fuzz routing and the path id: ``FastRoutes`` with the plant routes on any method and path,
+and ``parse_path_id``.
 
-``_handler_for`` must never raise, and must claim only the three exact plant routes (a
-DELETE of ``/plants/{id}`` with ``{id}`` one non-empty segment), leaving everything else to
-Starlette. ``parse_plant_id`` may raise only the 400 (``BadRequest``), and accepts exactly
-a decimal int64 with an optional leading ``-``.
+``FastRoutes._handler_for`` must never raise, and must claim only the three exact plant
+routes (a DELETE of ``/plants/{id}`` with ``{id}`` one non-empty segment), leaving everything
+else to Starlette. ``parse_path_id`` may raise only the 400 (``BadRequest``), and accepts
+exactly a decimal int64 with an optional leading ``-``.
 
     .venv/bin/python bench/fuzz/fuzz_path.py -runs=100000
 """
@@ -15,13 +16,27 @@ from typing import Any
 from fuzzlib import fuzz, instrumented_imports
 
 with instrumented_imports():
-    from plantstore.api import plants
-    from plantstore.api.dispatch import _handler_for
-    from plantstore.api.parsing import parse_plant_id
     from plantstore.errors import BadRequest
+    from plantstore.http.dispatch import FastRoute, FastRoutes
+    from plantstore.http.parsing import parse_path_id
 
 METHODS = ["GET", "POST", "DELETE", "HEAD", "PUT", "PATCH", "OPTIONS", "get", "delete", ""]
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+async def list_plants(request: Any) -> Any: ...
+async def create_plant(request: Any) -> Any: ...
+async def delete_plant(request: Any) -> Any: ...
+
+
+ROUTES = FastRoutes(
+    None,  # type: ignore[arg-type]  # never called: only the matching is fuzzed
+    [
+        FastRoute("GET", "/plants", list_plants),
+        FastRoute("POST", "/plants", create_plant),
+        FastRoute("DELETE", "/plants/{id}", delete_plant),
+    ],
+)
 
 
 def expected_id(raw: str) -> int | None:
@@ -38,10 +53,10 @@ def expected_id(raw: str) -> int | None:
 
 def expected_handler(method: str, path: str) -> Any:
     if path == "/plants":
-        return {"GET": plants.list_plants, "POST": plants.create_plant}.get(method)
+        return {"GET": list_plants, "POST": create_plant}.get(method)
     segment = path.removeprefix("/plants/")
     if method == "DELETE" and path.startswith("/plants/") and segment and "/" not in segment:
-        return plants.delete_plant
+        return delete_plant
     return None
 
 
@@ -61,13 +76,13 @@ def test_one_input(data: bytes) -> None:
     scope: dict[str, Any] = {"type": "http", "method": method, "path": path}
     if root_path:
         scope["root_path"] = root_path
-    handler = _handler_for(scope)
+    handler = ROUTES._handler_for(scope)
     assert handler is (None if root_path else expected_handler(method, path)), (method, path)
-    if handler is plants.delete_plant:
+    if handler is delete_plant:
         assert scope["path_params"] == {"id": path.removeprefix("/plants/")}, scope
     raw = scope.get("path_params", {}).get("id", path.rpartition("/")[2])
     try:
-        plant_id = parse_plant_id(raw)
+        plant_id = parse_path_id(raw)
     except BadRequest as exc:
         refusal = exc
     else:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from fuzzlib import fuzz, instrumented_imports
 
 with instrumented_imports():
-    from plantstore.api.parsing import parse_limit, query_params, single_param
     from plantstore.errors import BadRequest
-    from plantstore.plants import CursorCodec
+    from plantstore.http.parsing import parse_limit, query_params, single_param
+    from plantstore.plants.cursors import CursorCodec
 
 PAGE_CAP = 1000
 INT32_MAX = 2**31 - 1

@@ -1,5 +1,5 @@
 """schemathesis against a real ``plantstore serve`` per backend: rounds with the next seeds
-until its reports count the requests wanted, with tests/schemathesis.toml and its hooks."""
+until its reports count the requests wanted, with tests/e2e/schemathesis.toml and its hooks."""
 
 from __future__ import annotations
 

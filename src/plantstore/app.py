@@ -1,10 +1,12 @@
-"""``create_app(settings)``: the ASGI app. Nothing happens at import time.
+"""``create_app(settings)``: the ASGI app, composed of the features. Nothing happens at import.
 
-The lifespan migrates and opens the store; errors of every layer are turned into the
-Error body here and in ``Observe``, the one layer outside Starlette that sees every request.
+The lifespan migrates and opens the database, gives each feature's routes their stores, and
+starts the background jobs (webhook delivery, the sandbox purge). Errors of every layer are
+turned into the Error body here and in ``Observe``, the one layer outside Starlette that sees
+every request.
 
 Requests flow through ``Observe`` (request id, metrics, access log, last-resort 500), CORS
-when configured, ``DrainUnreadBody``, ``PlantRoutes`` (the three plant operations, served
+when configured, ``DrainUnreadBody``, ``FastRoutes`` (the three plant operations, served
 directly), and then Starlette for everything else: plain ASGI layers, each a few lines, in
 front of the framework rather than inside its middleware stack, which cost a plant request
 Starlette's own outer layers too.
@@ -17,87 +19,136 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
-from . import metrics
-from .api import ops, webhook_routes
-from .api import plants as plant_routes
-from .api import sandbox as sandbox_routes
-from .api.auth import Authenticator
-from .api.cors import ContractCORS
-from .api.dispatch import PlantRoutes
-from .api.jwt_auth import jwt_callers
-from .api.keepalive import DrainUnreadBody
-from .api.observe import Observe
-from .api.ratelimit import RateLimits
-from .api.responses import error_response, unexpected_error_response
-from .api.services import Services
+from .auth import store as auth_store
+from .auth.backends import token_store_for
+from .auth.bearer import Authenticator
+from .auth.jwt.callers import jwt_callers
+from .db import open_database
+from .db.migrate import upgrade
 from .errors import PlantstoreError
-from .logs import WEBHOOK_LOGGER, access_logger, configure_logging
-from .openapi import build_document
-from .plants import CursorCodec
-from .sandbox_purge import SandboxPurge, purge_interval
-from .schemas import encoder
+from .http.cors import ContractCORS
+from .http.dispatch import FastRoutes
+from .http.keepalive import DrainUnreadBody
+from .http.ratelimit import RateLimits
+from .http.responses import encoder, error_response, unexpected_error_response
+from .openapi.docs_page import DocsPage
+from .openapi.document import build_document
+from .openapi.parts import Document, DocumentPart
+from .ops import health, metrics
+from .ops.health import HealthRoutes
+from .ops.logs import WEBHOOK_LOGGER, access_logger, configure_logging
+from .ops.observe import Observe
+from .plants import openapi as plants_openapi
+from .plants import store as plants_store
+from .plants.backends import plant_store_for
+from .plants.cursors import CursorCodec
+from .plants.routes import PlantRoutes
+from .sandbox import openapi as sandbox_openapi
+from .sandbox.backends import sandbox_store_for
+from .sandbox.issuer import SandboxIssuer
+from .sandbox.purge import SandboxPurge, purge_interval
+from .sandbox.routes import SandboxRoutes
 from .settings import Settings, load_settings
-from .store import open_store
-from .store.migrate import upgrade
-from .store.webhooks import webhook_store_for
+from .webhooks import openapi as webhooks_openapi
+from .webhooks.backends import webhook_store_for
 from .webhooks.dispatcher import new_dispatcher
+from .webhooks.routes import WebhookRoutes
 
 _ROUTING_MESSAGES = {404: "no such path", 405: "method not allowed on this path"}
 
 
+@dataclass
+class _Features:
+    """Each feature's routes, declared when the app is built and started by its lifespan."""
+
+    settings: Settings
+    plants: PlantRoutes = field(init=False)
+    webhooks: WebhookRoutes = field(init=False)
+    health: HealthRoutes = field(default_factory=HealthRoutes)
+    sandbox: SandboxRoutes | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.plants = PlantRoutes(self.settings)
+        self.webhooks = WebhookRoutes(self.settings)
+        self.sandbox = SandboxRoutes() if self.settings.sandbox else None
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            *(self.sandbox.routes() if self.sandbox is not None else []),
+            *self.plants.routes(),
+            *self.webhooks.routes(),
+            *self.health.routes(),
+        ]
+
+
+def document_parts(settings: Settings | None) -> list[DocumentPart]:
+    """The features' parts of the OpenAPI document, in the order it lists them."""
+    parts = [plants_openapi.document_part(), webhooks_openapi.document_part()]
+    parts.append(health.document_part())
+    if settings is not None and settings.sandbox:
+        parts.append(sandbox_openapi.document_part(settings))
+    return parts
+
+
+def openapi_document(settings: Settings | None = None) -> Document:
+    """The OpenAPI document of the service ``settings`` describe."""
+    return build_document(settings, document_parts(settings))
+
+
 def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Observe:
-    """Build the service for ``settings``; the store opens when the server starts it.
+    """Build the service for ``settings``; the database opens when the server starts it.
 
     ``freeze_after_start`` is for server processes: see ``_freeze_startup_objects``.
     """
     lines = access_logger()  # request lines (if on) and webhook attempt lines (at info)
     access_log = lines if settings.access_log else None
+    features = _Features(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(upgrade, settings.database_url)
-        store = open_store(
+        database = open_database(
             settings, on_commit=metrics.observe_commit, on_lock_wait=metrics.observe_lock_wait
         )
-        metrics.time_store_operations(store)
-        await store.open()
-        jwt = jwt_callers(settings, store)
-        webhooks = webhook_store_for(store, settings.busy_timeout_ms)
+        metrics.time_operations(database, ("ping",))
+        await database.open()
+        plants = plant_store_for(database, settings.max_plants_per_user)
+        metrics.time_operations(plants, plants_store.TIMED_OPERATIONS)
+        tokens = token_store_for(database)
+        metrics.time_operations(tokens, auth_store.TIMED_OPERATIONS)
+        jwt = jwt_callers(settings, tokens)
+        webhooks = webhook_store_for(database)
         await webhooks.open()
         attempt_lines = (
             lines if logging.getLogger(WEBHOOK_LOGGER).isEnabledFor(logging.INFO) else None
         )
         dispatcher = new_dispatcher(webhooks, settings, attempt_lines)
         # Also with sandbox mode off: users issued while it was on still expire.
-        purge = SandboxPurge(store, purge_interval(settings.sandbox_ttl_seconds))
+        sandbox = sandbox_store_for(database)
+        purge = SandboxPurge(sandbox, purge_interval(settings.sandbox_ttl_seconds))
         try:
             if jwt is not None:
                 await jwt.start()
-            app.state.services = Services(
-                settings=settings,
-                store=store,
-                authenticator=Authenticator(
-                    store,
-                    settings.token_cache_seconds,
-                    RateLimits(
-                        settings.rate_limit, settings.auth_failure_limit, settings.redis_url
-                    ),
-                    settings.trusted_proxy_addresses,
-                    jwt,
-                ),
-                cursors=CursorCodec(await store.cursor_key()),
-                sandbox=sandbox_routes.SandboxIssuer(store, settings) if settings.sandbox else None,
-                webhooks=webhooks,
-                dispatcher=dispatcher,
+            limits = RateLimits(
+                settings.rate_limit, settings.auth_failure_limit, settings.redis_url
             )
+            authenticator = Authenticator(
+                tokens, settings.token_cache_seconds, limits, settings.trusted_proxy_addresses, jwt
+            )
+            features.plants.start(plants, authenticator, CursorCodec(await plants.cursor_key()))
+            features.webhooks.start(webhooks, authenticator, dispatcher)
+            features.health.start(database)
+            if features.sandbox is not None:
+                features.sandbox.start(SandboxIssuer(sandbox, settings))
             purge.start()
             await dispatcher.start()
             if freeze_after_start:
@@ -109,11 +160,12 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
             if jwt is not None:
                 await jwt.close()
             await webhooks.close()
-            await store.close()
+            await database.close()
             lines.flush()
 
+    docs = DocsPage(encoder.encode(openapi_document(settings)))
     app = Starlette(
-        routes=_routes(settings),
+        routes=[*features.routes(), *docs.routes()],
         lifespan=lifespan,
         exception_handlers={
             PlantstoreError: _on_plantstore_error,
@@ -122,9 +174,13 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
         },
     )
     app.router.redirect_slashes = False
-    app.state.openapi = encoder.encode(build_document(settings))
-    layers: ASGIApp = PlantRoutes(app, app.state)
-    layers = DrainUnreadBody(layers, settings.max_body_bytes, settings.body_timeout)
+    app.state.openapi = docs.document
+    app.state.features = features  # what each route serves with, once the lifespan started it
+    layers: ASGIApp = DrainUnreadBody(
+        FastRoutes(app, features.plants.fast_routes()),
+        settings.max_body_bytes,
+        settings.body_timeout,
+    )
     if settings.cors_origin_list:  # otherwise browsers keep their same-origin rule
         layers = ContractCORS(layers, allow_origins=settings.cors_origin_list)
     return Observe(layers, access_log=access_log, state=app.state)
@@ -146,21 +202,6 @@ def _freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-def _routes(settings: Settings) -> list[Route | Mount]:
-    sandbox = [Route("/sandbox/tokens", sandbox_routes.create_sandbox_token, methods=["POST"])]
-    return [
-        *(sandbox if settings.sandbox else []),
-        Route("/plants", plant_routes.plants_collection, methods=["GET", "POST"]),
-        Route("/plants/{id}", plant_routes.delete_plant_route, methods=["DELETE"]),
-        *webhook_routes.ROUTES,
-        Route("/healthz", ops.healthz, methods=["GET"]),
-        Route("/readyz", ops.readyz, methods=["GET"]),
-        Route("/openapi.json", ops.openapi_json, methods=["GET"]),
-        Route("/docs", ops.docs, methods=["GET"]),
-        Mount("/docs/assets", ops.DocsAssets(directory=ops.DOCS_DIR), name="docs-assets"),
-    ]
 
 
 async def _on_plantstore_error(request: Request, exc: Exception) -> Response:

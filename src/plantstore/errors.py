@@ -14,14 +14,34 @@
       StoreUnavailable              503  the database cannot be reached (with Retry-After)
       KeysUnavailable               503  no key for a JWT: the provider's JWKS cannot be fetched
 
-Handlers and rules raise these; ``app.py`` maps them to responses in one handler.
+Handlers and rules raise these; ``app.py`` maps them to responses in one handler, and
+``Error`` is the body every one of them answers with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
 
 CHALLENGE = 'Bearer realm="plantstore"'
+
+
+class Error(msgspec.Struct):
+    """Every error answer: ``error`` equals the HTTP status."""
+
+    error: Annotated[
+        int,
+        Meta(
+            ge=100,
+            le=599,
+            description="The HTTP status code",
+            extra_json_schema={"format": "int32"},
+        ),
+    ]
+    message: Annotated[str, Meta(description="What was wrong, naming the field or parameter")]
 
 
 class PlantstoreError(Exception):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from ..logs import AccessLog, AttemptLine
-from ..store.webhooks_base import ClaimedDelivery, Outcome
+from ..ops.logs import AccessLog, AttemptLine
 from .answer import Answer
+from .store import ClaimedDelivery, Outcome
 
 
 def log_attempt(

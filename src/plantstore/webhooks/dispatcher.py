@@ -32,18 +32,18 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from .. import metrics
-from ..durations import parse_duration, parse_schedule
 from ..errors import StoreUnavailable
-from ..logs import AccessLog
+from ..formats import parse_duration, parse_schedule
+from ..ops import metrics
+from ..ops.logs import AccessLog
 from ..settings import Settings
-from ..store.webhooks_base import AttemptResult, ClaimedDelivery, Outcome, WebhookStore
 from .answer import TOTAL_TIMEOUT, Answer
 from .attempt_log import log_attempt
 from .events import event_body
 from .pruning import prune
 from .retry import outcome_of, retry_delay
 from .signing import signed_headers
+from .store import AttemptResult, ClaimedDelivery, Outcome, WebhookStore
 
 if TYPE_CHECKING:
     import aiohttp

@@ -15,7 +15,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..store.webhooks_base import WebhookStore
+from .store import WebhookStore
 
 STEP_ROWS = 500
 REST_PER_STEP = 3.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import email.utils
 import random
 
-from ..store.webhooks_base import Outcome
 from .answer import Answer
+from .store import Outcome
 
 _MAX_RETRY_AFTER = 30 * 86400.0  # a receiver asking for more is waited on this long
 

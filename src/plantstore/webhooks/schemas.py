@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from ..schemas import INT64_MAX
+from ..http.parsing import INT64_MAX
 from .addresses import MAX_URL_LENGTH
 
 EventName = Literal["plant.created", "plant.deleted"]

@@ -1,0 +1,153 @@
+"""Who is calling: the bearer token checked against the store, with a one-second cache.
+
+Expiry is checked on every request against the cached record; revocation reaches a cached
+token when its entry ages out, at most ``token_cache_seconds`` (≤ 1 s) later. The rate
+limits are spent here too: per token once it is known, per address when it is not.
+
+A JWT (told apart by its shape alone) is verified once and then cached like a ``pst_`` token,
+under the SHA-256 of its header (a JWT is long; a digest keeps each entry small), until its
+``exp``. When its entry ages out only its user is read again, so that disabling the user
+takes effect as soon as for a ``pst_`` token, without verifying the signature again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from starlette.requests import Request
+
+from ..errors import InvalidToken
+from ..http.ratelimit import RateLimits, client_address
+from ..http.scope import USER_KEY
+from .jwt.callers import JWT_TOKEN_ID, JwtCallers
+from .store import TokenRecord, TokenStore
+from .tokens import bearer_token, hash_token, is_jwt
+
+_MAX_CACHED = 10_000
+# "Bearer pst_…" is 54 characters; any longer header is keyed by its digest.
+_LONGEST_PLAIN_KEY = 64
+_TOUCH_EVERY_SECONDS = 60.0
+
+
+class Authenticator:
+    """Turns an Authorization header into the caller's token record, or a 401 or 429."""
+
+    def __init__(
+        self,
+        store: TokenStore,
+        cache_seconds: float,
+        limits: RateLimits,
+        trusted_proxies: frozenset[str] = frozenset(),
+        jwt: JwtCallers | None = None,
+    ) -> None:
+        self._store = store
+        self._cache_seconds = cache_seconds
+        # Authorization header (or its digest) -> (record, token hash, when it was read)
+        self._cache: dict[str | bytes, tuple[TokenRecord, str, float]] = {}
+        self._jwt = jwt
+        self._limits = limits
+        self._trusted_proxies = trusted_proxies
+
+    async def authenticate(self, request: Request) -> TokenRecord:
+        """The caller's token record; a 401 when there is none, a 429 past a rate limit.
+
+        The cache is keyed by the Authorization header as sent (a JWT's by its SHA-256), so
+        a warm request neither parses it nor reads the store. An address out of failed
+        authentications is refused before its token is looked up; a token found in the cache
+        was good a moment ago, so it skips that check (and its cost on every request).
+        """
+        authorization = request.headers.get("authorization")
+        cache_key = _cache_key(authorization)
+        cached = self._cache.get(cache_key)
+        if cached is not None and time.monotonic() - cached[2] < self._cache_seconds:
+            record, token_hash = cached[0], cached[1]
+            if not record.usable_at(time.time()):
+                raise InvalidToken()
+        elif cached is not None and cached[0].token_id == JWT_TOKEN_ID:
+            record, token_hash = await self._recheck_jwt(cache_key, cached)
+        else:
+            record, token_hash = await self._look_up(request, authorization)
+        request.scope[USER_KEY] = record.user_id  # for the access log
+        # Keyed by the hash, not the id: deployments sharing one Redis never share a budget.
+        await self._limits.spend_token_request(token_hash)
+        return record
+
+    async def _look_up(
+        self, request: Request, authorization: str | None
+    ) -> tuple[TokenRecord, str]:
+        """The token's record from the store, and its hash; a 401 or 429 if refused."""
+        token = bearer_token(authorization)
+        token_hash = hash_token(token)
+        # Only the canonical spelling is cached: the scheme's case and the spaces before the
+        # token vary, and each variant would be an entry of its own.
+        cache_key = _cache_key(authorization) if authorization == f"Bearer {token}" else None
+        address = client_address(request.scope, self._trusted_proxies)
+        await self._limits.check_address(address)
+        if is_jwt(token):
+            record = await self._verify_jwt(cache_key, token, token_hash)
+        else:
+            record = await self._fetch(cache_key, token_hash)
+        if record is None or not record.usable_at(time.time()):
+            await self._limits.note_auth_failure(address)
+            raise InvalidToken()
+        return record, token_hash
+
+    async def _verify_jwt(
+        self, cache_key: str | bytes | None, token: str, token_hash: str
+    ) -> TokenRecord | None:
+        """The JWT's record, cached until its expiry; None if it is not valid."""
+        if self._jwt is None:
+            return None  # no provider configured: a JWT is just an unknown token
+        try:
+            record = await self._jwt.record_for(token)
+        except InvalidToken:
+            return None
+        if cache_key is not None:
+            self._remember(cache_key, record, token_hash)
+        return record
+
+    async def _recheck_jwt(
+        self, cache_key: str | bytes, cached: tuple[TokenRecord, str, float]
+    ) -> tuple[TokenRecord, str]:
+        """A cached JWT whose entry aged out: its signature still holds; its user may not."""
+        assert self._jwt is not None
+        record = await self._jwt.recheck(cached[0])
+        if not record.usable_at(time.time()):
+            self._cache.pop(cache_key, None)
+            raise InvalidToken()
+        self._cache[cache_key] = (record, cached[1], time.monotonic())
+        return record, cached[1]
+
+    def _remember(self, cache_key: str | bytes, record: TokenRecord, token_hash: str) -> None:
+        if len(self._cache) >= _MAX_CACHED:
+            self._cache.clear()
+        self._cache[cache_key] = (record, token_hash, time.monotonic())
+
+    async def _fetch(self, cache_key: str | bytes | None, token_hash: str) -> TokenRecord | None:
+        """The token's record from the store, cached under ``cache_key`` unless it is None."""
+        record = await self._store.find_token(token_hash)
+        if cache_key is not None:
+            if record is None:
+                self._cache.pop(cache_key, None)
+            else:
+                self._remember(cache_key, record, token_hash)
+        if record is not None:
+            await self._note_use(record)
+        return record
+
+    async def _note_use(self, record: TokenRecord) -> None:
+        """Keep 'last used' to the minute without a write per request."""
+        wall = time.time()
+        if record.last_used_at is None or wall - record.last_used_at >= _TOUCH_EVERY_SECONDS:
+            await self._store.touch_token(record.token_id, wall)
+
+
+def _cache_key(authorization: str | None) -> str | bytes:
+    """The header itself when short (``pst_``), else its SHA-256: a cached JWT costs 32 bytes
+    of key, not the kilobyte or more of the token."""
+    if authorization is None:
+        return ""
+    if len(authorization) <= _LONGEST_PLAIN_KEY:
+        return authorization
+    return hashlib.sha256(authorization.encode()).digest()

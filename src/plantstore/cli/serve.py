@@ -1,0 +1,131 @@
+"""``plantstore serve``: granian serving the app factory, one worker per core by default, and
+the metrics listener beside its supervisor."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import tempfile
+from collections.abc import Iterator
+
+import click
+import structlog
+
+from .. import __version__
+from ..auth.cli import issue_first_token
+from ..commandline import settings_for
+from ..db.urls import redacted
+from ..ops.logs import configure_logging
+from ..ops.metrics_server import MULTIPROCESS_VARIABLE, serve_metrics
+
+MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; granian (hyper) answers 431 past it
+
+
+@click.command()
+@click.option("--host", help="Address to listen on [env PLANTSTORE_HOST, default 127.0.0.1]")
+@click.option("--port", type=int, help="Port to listen on [env PLANTSTORE_PORT, default 8000]")
+@click.option(
+    "--workers",
+    type=int,
+    help="Worker processes [env PLANTSTORE_WORKERS, default: one per core, at most 8]",
+)
+@click.pass_context
+def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None) -> None:
+    """Serve the API until interrupted."""
+    settings = settings_for(ctx, host=host, port=port, workers=workers)
+    issue_first_token(settings)
+    for name, value in settings.model_dump().items():  # the workers read these back
+        if value is not None:  # unset stays unset ("None" would be read back as a value)
+            os.environ[f"PLANTSTORE_{name.upper()}"] = str(value)
+    from granian import Granian
+    from granian.constants import Interfaces, Loops
+    from granian.http import HTTP1Settings
+
+    configure_logging(settings.log_level)
+    structlog.get_logger("plantstore").info(
+        f"plantstore {__version__} serving http://{settings.host}:{settings.port}",
+        version=__version__,
+        address=f"http://{settings.host}:{settings.port}",
+        database=redacted(settings.database_url),
+        workers=settings.workers,
+    )
+    # A forked worker inherits this process's SIGTERM handler until granian installs its own,
+    # 0.1 s later; a SIGTERM in between was lost, and that worker served on until killed.
+    os.register_at_fork(
+        before=_hold_stop_signals,
+        after_in_parent=_release_stop_signals,
+        after_in_child=_stop_signals_end_a_starting_worker,
+    )
+    with _metrics(settings.metrics_listen):
+        Granian(
+            "plantstore.app:create_app_from_env",
+            factory=True,
+            address=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            interface=Interfaces.ASGI,
+            loop=Loops.uvloop,  # measured ahead of asyncio; rloop breaks asyncpg's transports
+            http1_settings=HTTP1Settings(
+                header_read_timeout=int(settings.header_timeout * 1000),
+                max_buffer_size=MAX_HEADER_BYTES,  # a longer head is refused (431) unread
+            ),
+            workers_kill_timeout=math.ceil(settings.shutdown_timeout),
+            respawn_failed_workers=True,  # a worker that died is replaced; the rest serve on
+        ).serve()
+
+
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+_SUPERVISOR_PID = os.getpid()  # the hooks below act on forks of this process (workers) only
+_held_mask: set[int | signal.Signals] = set()
+
+
+def _hold_stop_signals() -> None:
+    """Around each fork, the kernel holds stop signals: Python would drop one caught mid-fork."""
+    if os.getpid() == _SUPERVISOR_PID:
+        _held_mask.clear()
+        _held_mask.update(signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS))
+
+
+def _release_stop_signals() -> None:
+    if os.getpid() == _SUPERVISOR_PID:
+        signal.pthread_sigmask(signal.SIG_SETMASK, _held_mask)
+
+
+def _stop_signals_end_a_starting_worker() -> None:
+    """In a just-forked worker: a stop signal ends it, until granian's handler replaces this.
+
+    Installed while the signals are still held, so one sent during the fork is delivered
+    here, to this handler, once they are released.
+    """
+    if os.getppid() != _SUPERVISOR_PID:
+        return  # a fork made by a worker, or by something else: not ours to change
+    for stop in _STOP_SIGNALS:
+        signal.signal(stop, _end_starting_worker)
+    signal.pthread_sigmask(signal.SIG_SETMASK, _held_mask)
+
+
+def _end_starting_worker(signum: int, frame: object) -> None:
+    os._exit(0)  # nothing is open yet: the store opens after granian takes the signals over
+
+
+@contextlib.contextmanager
+def _metrics(listen: tuple[str, int] | None) -> Iterator[None]:
+    """``/metrics`` on its own address, fed by every worker through a fresh shared directory."""
+    if listen is None:
+        yield
+        return
+    host, port = listen
+    with tempfile.TemporaryDirectory(prefix="plantstore-metrics-") as directory:
+        try:
+            serve_metrics(host, port, directory)
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot serve metrics on {host}:{port} ({exc.strerror}); "
+                "set PLANTSTORE_METRICS_ADDRESS to another address, or to off"
+            ) from None
+        try:
+            yield
+        finally:
+            del os.environ[MULTIPROCESS_VARIABLE]

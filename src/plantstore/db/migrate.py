@@ -1,0 +1,118 @@
+"""Bring a database's schema to the newest revision with Alembic.
+
+Every command and every server process calls this before it touches the store, so a fresh
+database works for any of them. Two processes never migrate at once: a file lock guards a
+SQLite file, and ``migrations/env.py`` takes a PostgreSQL advisory lock.
+
+A database already at ``SCHEMA_HEAD`` (every start but the first) is checked with one query,
+without importing Alembic and SQLAlchemy: loaded, they stayed in every server worker's memory
+for nothing (about 15 MB of each worker's RSS). ``tests/db/test_migrations.py`` holds
+``SCHEMA_HEAD`` to Alembic's own head.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import functools
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import asyncpg
+
+from .failures import StoreOpenError, describe_failure
+from .urls import backend_of, sqlite_path
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+SCHEMA_HEAD = "0008"  # the newest revision in migrations/versions/
+
+
+def alembic_config(database_url: str) -> Config:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    # The URL goes in attributes, not the ini options, where '%' would be interpolated.
+    config.attributes["database_url"] = database_url
+    return config
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Create or upgrade the schema at ``database_url`` to ``revision``.
+
+    Raise ``StoreOpenError`` with one line if the database cannot be reached or opened.
+    """
+    try:
+        if revision == "head" and current_revision(database_url) == SCHEMA_HEAD:
+            return  # the common case
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise StoreOpenError(f"cannot open the database: {describe_failure(exc)}") from exc
+    from alembic.util import CommandError
+    from sqlalchemy.exc import DBAPIError
+
+    try:
+        _upgrade(database_url, revision)
+    except CommandError as exc:  # e.g. a revision this release does not know: a newer schema
+        raise StoreOpenError(
+            f"cannot migrate the database: {describe_failure(exc)} "
+            "(was it upgraded by a newer plantstore?)"
+        ) from exc
+    except (
+        OSError,
+        TimeoutError,
+        DBAPIError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+    ) as exc:
+        raise StoreOpenError(f"cannot open the database: {describe_failure(exc)}") from exc
+
+
+@functools.cache
+def head_revision() -> str | None:
+    """Alembic's own head, read from the migration scripts."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(MIGRATIONS)).get_current_head()
+
+
+def current_revision(database_url: str) -> str | None:
+    """The revision the database is at; None if it has none yet."""
+    if backend_of(database_url) == "postgresql":
+        return asyncio.run(_postgres_revision(database_url))
+    path = sqlite_path(database_url)
+    if not path.exists():
+        return None
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        try:
+            row = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError:  # no such table: never migrated
+            return None
+    return None if row is None else str(row[0])
+
+
+async def _postgres_revision(database_url: str) -> str | None:
+    connection = await asyncpg.connect(database_url, timeout=10)
+    try:
+        return await connection.fetchval("SELECT version_num FROM alembic_version")  # type: ignore[no-any-return]
+    except asyncpg.UndefinedTableError:
+        return None
+    finally:
+        await connection.close()
+
+
+def _upgrade(database_url: str, revision: str) -> None:
+    from alembic import command
+
+    if backend_of(database_url) == "postgresql":
+        command.upgrade(alembic_config(database_url), revision)
+        return
+    path = sqlite_path(database_url)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.migrate-lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        command.upgrade(alembic_config(database_url), revision)

@@ -1,0 +1,67 @@
+"""JSON responses with the headers every API answer carries."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..errors import Error
+from .scope import REQUEST_ID_KEY
+
+log = logging.getLogger("plantstore.app")
+encoder = msgspec.json.Encoder()  # one for every answer: an Encoder keeps its buffer
+
+API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+_JSON_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"content-type", b"application/json"),
+]
+
+
+class JSONBytes(Response):
+    """An already-encoded JSON answer with the API headers.
+
+    Starlette's ``Response`` rebuilds its header list from dicts on every call; on a list
+    request that was 8 µs of a 60 µs budget, so this one starts from a prebuilt list.
+    """
+
+    media_type = "application/json"
+
+    def __init__(
+        self, body: bytes, status_code: int = 200, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self.status_code = status_code
+        self.background = None
+        self.body = body
+        raw = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
+        if headers:
+            raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        self.raw_headers = raw
+
+
+def json_response(
+    body: bytes, status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    return JSONBytes(body, status, headers)
+
+
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    return JSONBytes(encoder.encode(Error(error=status, message=message)), status, headers)
+
+
+def unexpected_error_response(request: Request, exc: Exception) -> Response:
+    """A 500 for a fault of ours: the details go to the log, never to the client."""
+    request_id = request.scope.get(REQUEST_ID_KEY, b"-").decode("ascii")
+    log.error(
+        "unexpected fault on %s %s (request %s)",
+        request.method,
+        request.url.path,
+        request_id,
+        exc_info=exc,
+    )
+    return error_response(500, "internal server error")

@@ -1,0 +1,124 @@
+"""The outermost layer: a request id, the request metrics, one access-log line, and the 500.
+
+The request id is the caller's ``X-Request-ID`` when it is a short token of safe characters
+(so a proxy's id follows the request through), or else a fresh one; it is returned on the
+answer either way. The route is the template (``/plants/{id}``), never the raw path, so
+neither metrics nor logs grow with the ids callers send. The user is the caller's user id
+once the token is known; the token itself is never logged.
+
+It wraps the whole service, Starlette included, so it is also where a fault that escaped
+every other layer before any answer started becomes the 500 with the Error body. Starlette's
+own outer layer still answers faults of the routes it serves (and re-raises them), as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+
+from starlette.datastructures import State
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..http.responses import unexpected_error_response
+from ..http.scope import REQUEST_ID_KEY, ROUTE_KEY, USER_KEY
+from . import metrics
+from .logs import AccessLine, AccessLog
+
+CLIENT_CLOSED = 499
+_SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:/+=-]{1,128}")
+
+
+class Observe:
+    """ASGI app around the whole service; ``access_log`` None turns the log lines off.
+
+    ``state`` is the Starlette app's, so that the service keeps Starlette's ``app.state``.
+    """
+
+    def __init__(self, app: ASGIApp, access_log: AccessLog | None, state: State) -> None:
+        self.app = app
+        self.state = state
+        self._access_log = access_log
+        self._metrics = metrics.RequestMetrics()
+        self._tally = metrics.TALLY
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request_id = _request_id(scope["headers"])
+        scope[REQUEST_ID_KEY] = request_id
+        id_header = (b"x-request-id", request_id)
+        status = 0  # until the answer starts
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), id_header]
+            await send(message)
+
+        self._tally.started()
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            if status:
+                raise  # answered already (by Starlette's outer layer, which re-raises)
+            await unexpected_error_response(Request(scope), exc)(scope, receive, send_with_id)
+        except BaseException:
+            status = status or 500
+            raise
+        finally:
+            self._tally.finished()
+            # 499, as nginx logs it: the client left before an answer could start.
+            self._record(scope, status or CLIENT_CLOSED, time.perf_counter() - started)
+
+    def _record(self, scope: Scope, status: int, seconds: float) -> None:
+        route = _route_of(scope)
+        self._metrics.observe(scope["method"], route, status, seconds)
+        if self._access_log is not None:
+            self._access_log.write(
+                AccessLine(
+                    scope[REQUEST_ID_KEY].decode("ascii"),
+                    scope["method"],
+                    route,
+                    status,
+                    round(seconds * 1000, 3),
+                    scope.get(USER_KEY),
+                )
+            )
+
+
+# A fresh id is this process's random prefix and a count: unique without a system call each.
+_ID_PREFIX = b""
+_ID_COUNT = itertools.count()
+
+
+def _new_id_prefix() -> None:
+    """A prefix of this process's own (forked workers must not repeat their parent's ids)."""
+    global _ID_PREFIX, _ID_COUNT
+    _ID_PREFIX = os.urandom(6).hex().encode("ascii")
+    _ID_COUNT = itertools.count(int.from_bytes(os.urandom(3), "big"))
+
+
+_new_id_prefix()
+os.register_at_fork(after_in_child=_new_id_prefix)
+
+
+def _request_id(headers: list[tuple[bytes, bytes]]) -> bytes:
+    for name, value in headers:
+        if name == b"x-request-id" and _SAFE_REQUEST_ID.fullmatch(value):
+            return value
+    return b"%s%012x" % (_ID_PREFIX, next(_ID_COUNT))
+
+
+def _route_of(scope: Scope) -> str:
+    route = scope.get(ROUTE_KEY)
+    if route is not None:
+        return str(route)
+    matched = scope.get("route")  # Starlette's router puts the matched route here
+    path = getattr(matched, "path", None)
+    return metrics.UNMATCHED_ROUTE if path is None else str(path)

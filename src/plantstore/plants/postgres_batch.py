@@ -1,0 +1,172 @@
+"""Group commit for PostgreSQL creates: the creates waiting at one moment share a transaction.
+
+Migration 0004 counts each user's plants in ``users.plant_count`` from a trigger, and that
+row's lock orders concurrent creates of one user, so the per-user quota holds across
+instances. It also made every create of a user wait for the previous one's commit (a WAL
+flush each): a busy client's creates ran one flush at a time, below a naive app's rate.
+
+Here the creates that arrive while a batch is being written queue up and go together in
+the next: one statement inserts them all (in ``(user, id)`` order, so instances batching at
+once take user rows in one order and cannot deadlock), one commit flushes them. A batch
+that hits the quota (the trigger aborts the statement) is written again one create at a
+time, so each gets its own answer; so are creates the batch cannot settle (the same id twice
+in one batch, or a row a racing instance committed after the statement's snapshot). A user
+found at the quota has its creates written alone for the next ``_AT_QUOTA_SECONDS``, so a
+client that keeps creating past its quota does not make every batch fail for the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from .store import CreateOutcome, PlantRecord
+
+_MAX_BATCH = 256
+_AT_QUOTA_SECONDS = 1.0
+QUOTA_SQLSTATE = "PSQ01"  # raised by migration 0004's trigger at the quota
+# Every input row once, in input order: whether this statement inserted it, and otherwise
+# the stored row it met (NULL if that row is newer than the statement's snapshot).
+_CREATE_MANY = """
+WITH input AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[])
+        WITH ORDINALITY AS given (user_id, id, name, tag, position)
+), inserted AS (
+    INSERT INTO plants (user_id, id, name, tag)
+    SELECT user_id, id, name, tag FROM input ORDER BY user_id, id
+    ON CONFLICT (user_id, id) DO NOTHING
+    RETURNING user_id, id
+)
+SELECT inserted.id IS NOT NULL, plants.name, plants.tag, plants.id IS NOT NULL
+FROM input
+LEFT JOIN inserted ON inserted.user_id = input.user_id AND inserted.id = input.id
+LEFT JOIN plants ON plants.user_id = input.user_id AND plants.id = input.id
+ORDER BY input.position
+"""
+
+Connection = Callable[[], AbstractAsyncContextManager[Any]]
+CreateOne = Callable[[int, PlantRecord], Awaitable[CreateOutcome]]
+
+
+@dataclass(slots=True)
+class _Create:
+    user_id: int
+    plant: PlantRecord
+    outcome: asyncio.Future[CreateOutcome] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class CreateBatcher:
+    """Writes creates in batches on ``connection()``; ``create_one`` settles what a batch
+    cannot."""
+
+    def __init__(self, connection: Connection, create_one: CreateOne) -> None:
+        self._connection = connection
+        self._create_one = create_one
+        self._waiting: list[_Create] = []
+        self._writing: asyncio.Task[None] | None = None
+        self._at_quota: dict[int, float] = {}  # user id -> until when its creates go alone
+
+    async def create(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
+        create = _Create(user_id, plant)
+        self._waiting.append(create)
+        if self._writing is None:
+            self._writing = asyncio.get_running_loop().create_task(self._write_all())
+        return await create.outcome
+
+    async def _write_all(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting[:_MAX_BATCH], self._waiting[_MAX_BATCH:]
+                await self._write(batch)
+        finally:
+            self._writing = None
+
+    async def _write(self, batch: list[_Create]) -> None:
+        first, repeats = _split_repeats(batch)
+        at_quota = [self._is_at_quota(create.user_id) for create in first]
+        alone = [create for create, held in zip(first, at_quota, strict=True) if held]
+        first = [create for create, held in zip(first, at_quota, strict=True) if not held]
+        try:
+            unsettled = await self._insert(first) if len(first) > 1 else first
+        except asyncpg.PostgresError as exc:
+            if exc.sqlstate != QUOTA_SQLSTATE:
+                _fail(batch, exc)
+                return
+            unsettled = first  # someone is at the quota: one by one, each its own answer
+        except Exception as exc:  # an outage (a 503) or a fault: every create shares it
+            _fail(batch, exc)
+            return
+        await asyncio.gather(*(self._settle_alone(create) for create in [*unsettled, *alone]))
+        for create in repeats:
+            await self._settle_alone(create)
+
+    async def _insert(self, batch: list[_Create]) -> list[_Create]:
+        """Insert the batch in one transaction; return the creates it could not settle."""
+        columns = (
+            [create.user_id for create in batch],
+            [create.plant.plant_id for create in batch],
+            [create.plant.name for create in batch],
+            [create.plant.tag for create in batch],
+        )
+        async with self._connection() as connection, connection.transaction():
+            rows = await connection.fetch(_CREATE_MANY, *columns)
+        unsettled = []
+        for create, (inserted, name, tag, found) in zip(batch, rows, strict=True):
+            if inserted:
+                _settle(create, CreateOutcome.CREATED)
+            elif not found:
+                unsettled.append(create)
+            else:
+                same = name == create.plant.name and tag == create.plant.tag
+                _settle(create, CreateOutcome.UNCHANGED if same else CreateOutcome.CONFLICT)
+        return unsettled
+
+    async def _settle_alone(self, create: _Create) -> None:
+        try:
+            outcome = await self._create_one(create.user_id, create.plant)
+        except Exception as exc:
+            _fail([create], exc)
+            return
+        if outcome is CreateOutcome.OVER_QUOTA:
+            self._at_quota[create.user_id] = time.monotonic() + _AT_QUOTA_SECONDS
+        _settle(create, outcome)
+
+    def _is_at_quota(self, user_id: int) -> bool:
+        until = self._at_quota.get(user_id)
+        if until is None:
+            return False
+        if until > time.monotonic():
+            return True
+        del self._at_quota[user_id]
+        return False
+
+
+def _split_repeats(batch: list[_Create]) -> tuple[list[_Create], list[_Create]]:
+    """The first create of each (user, id) in the batch, and the others (written after it)."""
+    seen: set[tuple[int, int]] = set()
+    first: list[_Create] = []
+    repeats: list[_Create] = []
+    for create in batch:
+        key = (create.user_id, create.plant.plant_id)
+        (repeats if key in seen else first).append(create)
+        seen.add(key)
+    return first, repeats
+
+
+def _settle(create: _Create, outcome: CreateOutcome) -> None:
+    if not create.outcome.done():  # its request may have gone away
+        create.outcome.set_result(outcome)
+
+
+def _fail(batch: list[_Create], exc: BaseException) -> None:
+    for create in batch:
+        if not create.outcome.done():
+            create.outcome.set_exception(exc)

@@ -1,0 +1,53 @@
+"""The rules of the plant collection: idempotent creates, and keyset pages with signed cursors
+(``cursors.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from msgspec import UnsetType
+
+from ..errors import Conflict, QuotaExceeded
+from .cursors import CursorCodec
+from .schemas import NewPlant, Plant
+from .store import CreateOutcome, PlantRecord, PlantStore
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    plants: list[Plant]
+    next_cursor: str | None
+
+
+def to_plant(record: PlantRecord) -> Plant:
+    return Plant(record.name) if record.tag is None else Plant(record.name, record.tag)
+
+
+async def create_plant(store: PlantStore, user_id: int, new_plant: NewPlant) -> Plant:
+    """Store the plant; a repeat of the very same plant is a no-op, a different one a 409."""
+    tag = None if isinstance(new_plant.tag, UnsetType) else new_plant.tag
+    record = PlantRecord(new_plant.id, new_plant.name, tag)
+    outcome = await store.create_plant(user_id, record)
+    if outcome is CreateOutcome.OVER_QUOTA:
+        raise QuotaExceeded(
+            "you already hold the most plants a user may (the per-user quota); delete some first"
+        )
+    if outcome is CreateOutcome.CONFLICT:
+        raise Conflict(
+            f"a plant with id {new_plant.id} already exists with a different name or tag"
+        )
+    return to_plant(record)
+
+
+async def list_page(
+    store: PlantStore, codec: CursorCodec, user_id: int, limit: int, cursor: str | None
+) -> Page:
+    """Return up to ``limit`` plants after the cursor, and a cursor if more remain."""
+    after_id = None if cursor is None else codec.decode(user_id, cursor)
+    if limit == 0:
+        return Page([], None)
+    records = await store.list_plants(user_id, after_id, limit + 1)
+    more = len(records) > limit
+    records = records[:limit]
+    next_cursor = codec.encode(user_id, records[-1].plant_id) if more else None
+    return Page([to_plant(record) for record in records], next_cursor)

@@ -1,0 +1,85 @@
+"""Plants on SQLite: reads on the database's reader connection, writes through its
+group-commit writer (the writer is alone, so a quota it reads cannot change under it)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..db.sqlite.database import SQLiteDatabase, unavailable_if_busy
+from .store import CreateOutcome, PlantRecord
+
+_LIST_FIRST = "SELECT id, name, tag FROM plants WHERE user_id = ? ORDER BY id LIMIT ?"
+_LIST_AFTER = "SELECT id, name, tag FROM plants WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?"
+
+
+class SQLitePlants:
+    def __init__(self, database: SQLiteDatabase, max_plants_per_user: int | None = None) -> None:
+        self._database = database
+        self._writer = database.writer
+        self._max_plants = max_plants_per_user
+
+    async def cursor_key(self) -> bytes:
+        row = self._database.read("SELECT value FROM secrets WHERE name = 'cursor_key'").fetchone()
+        return bytes.fromhex(row[0])
+
+    async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
+        return await self._writer.submit(  # type: ignore[no-any-return]
+            lambda conn: _create_plant(conn, user_id, plant, self._max_plants), one_write=True
+        )
+
+    async def list_plants(
+        self, user_id: int, after_id: int | None, limit: int
+    ) -> list[PlantRecord]:
+        reader = self._database.reader
+        try:
+            if after_id is None:
+                rows = reader.execute(_LIST_FIRST, (user_id, limit))
+            else:
+                rows = reader.execute(_LIST_AFTER, (user_id, after_id, limit))
+            return [PlantRecord(*row) for row in rows]
+        except sqlite3.OperationalError as exc:
+            raise unavailable_if_busy(exc) from exc
+
+    async def delete_plant(self, user_id: int, plant_id: int) -> bool:
+        return await self._writer.submit(  # type: ignore[no-any-return]
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM plants WHERE user_id = ? AND id = ?", (user_id, plant_id)
+                ).rowcount
+                == 1
+            ),
+            one_write=True,
+        )
+
+
+def _create_plant(
+    conn: sqlite3.Connection, user_id: int, plant: PlantRecord, max_plants: int | None
+) -> CreateOutcome:
+    """Insert unless the plant exists or the user is at the quota (the writer is alone, so
+    the count it reads cannot change before the insert)."""
+    held, own_quota = _plant_count(conn, user_id)
+    quota = max_plants if own_quota is None else own_quota
+    if quota is None or held < quota:
+        inserted = conn.execute(
+            "INSERT INTO plants (user_id, id, name, tag) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (user_id, id) DO NOTHING",
+            (user_id, plant.plant_id, plant.name, plant.tag),
+        ).rowcount
+        if inserted == 1:
+            return CreateOutcome.CREATED
+    existing = conn.execute(
+        "SELECT name, tag FROM plants WHERE user_id = ? AND id = ?", (user_id, plant.plant_id)
+    ).fetchone()
+    if existing is None:
+        return CreateOutcome.OVER_QUOTA
+    name, tag = existing
+    same = name == plant.name and tag == plant.tag
+    return CreateOutcome.UNCHANGED if same else CreateOutcome.CONFLICT
+
+
+def _plant_count(conn: sqlite3.Connection, user_id: int) -> tuple[int, int | None]:
+    """The user's plants, and its own quota (None: the global one applies)."""
+    row = conn.execute(
+        "SELECT plant_count, max_plants FROM users WHERE id = ?", (user_id,)
+    ).fetchone()
+    return (0, None) if row is None else (int(row[0]), row[1])

@@ -1,0 +1,360 @@
+"""Authentication: RFC 6750 bearer tokens, the two 401 challenges, revocation and expiry."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import httpx
+import httpx2
+import pytest
+from starlette.testclient import TestClient
+
+from tests.conftest import IssueToken, LiveServer, bearer, run_cli, token_from_output
+
+CHALLENGE = 'Bearer realm="plantstore"'
+INVALID_TOKEN = 'Bearer realm="plantstore", error="invalid_token"'
+
+# starlette's TestClient answers with httpx2 responses, the live server with httpx ones
+Response = httpx.Response | httpx2.Response
+
+OPERATIONS = [
+    ("GET", "/plants", None),
+    ("POST", "/plants", {"id": 1, "name": "Monstera"}),
+    ("DELETE", "/plants/1", None),
+]
+
+
+def _request(
+    client: TestClient | httpx.Client,
+    method: str,
+    path: str,
+    body: object,
+    headers: dict[str, str],
+) -> Response:
+    if body is None:
+        return client.request(method, path, headers=headers)
+    return client.request(method, path, json=body, headers=headers)
+
+
+def assert_unauthorized(response: Response, challenge: str, *secrets: str) -> None:
+    """A 401 with the Error body, exactly ``challenge`` and no echoed secret."""
+    assert response.status_code == 401, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert isinstance(body, dict)
+    assert body["error"] == 401
+    assert isinstance(body["message"], str)
+    assert body["message"]
+    assert set(body) == {"error", "message"}
+    assert response.headers.get_list("www-authenticate") == [challenge]
+    for secret in secrets:
+        if secret:
+            assert secret not in response.text
+            assert secret not in str(response.headers)
+
+
+# --- no credentials, or not Bearer ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path", "body"), OPERATIONS)
+def test_every_operation_without_authorization_is_401(
+    client: TestClient, method: str, path: str, body: object
+) -> None:
+    response = _request(client, method, path, body, {})
+    assert_unauthorized(response, CHALLENGE)
+
+
+@pytest.mark.parametrize(("method", "path", "body"), OPERATIONS)
+@pytest.mark.parametrize("scheme", ["Basic", "Token", "Digest"])
+def test_every_operation_with_another_scheme_is_401(
+    client: TestClient, alice: dict[str, str], method: str, path: str, body: object, scheme: str
+) -> None:
+    token = alice["Authorization"].removeprefix("Bearer ")
+    response = _request(client, method, path, body, {"Authorization": f"{scheme} {token}"})
+    assert_unauthorized(response, CHALLENGE, token)
+
+
+@pytest.mark.parametrize("value", ["Basic abc", "Token x", "Basic YWxpY2U6c2VjcmV0"])
+def test_non_bearer_schemes_get_the_plain_challenge(client: TestClient, value: str) -> None:
+    assert_unauthorized(client.get("/plants", headers={"Authorization": value}), CHALLENGE)
+
+
+def test_a_valid_token_under_another_scheme_is_still_refused(
+    client: TestClient, issue_token: IssueToken
+) -> None:
+    token = issue_token("alice")
+    response = client.get("/plants", headers={"Authorization": f"Token {token}"})
+    assert_unauthorized(response, CHALLENGE, token)
+
+
+# --- malformed, unknown, revoked, expired ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("Bearer", id="bearer-alone"),
+        # httpx (h11) refuses to send a header value with trailing whitespace
+        pytest.param("Bearer ", id="bearer-space-empty", marks=pytest.mark.in_process_only),
+        pytest.param("Bearer a b", id="two-credentials"),
+        pytest.param("Bearer pst_", id="prefix-only"),
+        pytest.param("Bearer not-a-real-token", id="no-prefix-garbage"),
+        pytest.param("Bearer pst_!!!!", id="bad-characters"),
+    ],
+)
+def test_malformed_bearer_credentials_are_invalid_token(client: TestClient, value: str) -> None:
+    response = client.get("/plants", headers={"Authorization": value})
+    assert_unauthorized(response, INVALID_TOKEN)
+
+
+def test_a_real_token_without_its_prefix_is_invalid(
+    client: TestClient, issue_token: IssueToken
+) -> None:
+    token = issue_token("alice")
+    bare = token.removeprefix("pst_")
+    response = client.get("/plants", headers=bearer(bare))
+    assert_unauthorized(response, INVALID_TOKEN, token, bare)
+
+
+@pytest.mark.parametrize("cut", [1, 5, 20])
+def test_a_truncated_token_is_invalid(
+    client: TestClient, issue_token: IssueToken, cut: int
+) -> None:
+    token = issue_token("alice")
+    truncated = token[:-cut]
+    response = client.get("/plants", headers=bearer(truncated))
+    assert_unauthorized(response, INVALID_TOKEN, token, truncated)
+
+
+def test_a_token_with_an_extra_character_is_invalid(
+    client: TestClient, issue_token: IssueToken
+) -> None:
+    token = issue_token("alice")
+    response = client.get("/plants", headers=bearer(token + "A"))
+    assert_unauthorized(response, INVALID_TOKEN, token)
+
+
+def test_an_unknown_well_formed_token_is_invalid(
+    client: TestClient, issue_token: IssueToken
+) -> None:
+    issue_token("alice")  # the store holds tokens, just not this one
+    unknown = "pst_" + "A" * 43
+    response = client.get("/plants", headers=bearer(unknown))
+    assert_unauthorized(response, INVALID_TOKEN, unknown)
+
+
+def test_a_token_with_one_character_changed_is_invalid(
+    client: TestClient, issue_token: IssueToken
+) -> None:
+    token = issue_token("alice")
+    last = token[-1]
+    forged = token[:-1] + ("B" if last != "B" else "C")
+    response = client.get("/plants", headers=bearer(forged))
+    assert_unauthorized(response, INVALID_TOKEN, token, forged)
+
+
+@pytest.mark.parametrize(("method", "path", "body"), OPERATIONS)
+def test_every_operation_with_an_unknown_token_is_invalid_token(
+    client: TestClient, method: str, path: str, body: object
+) -> None:
+    unknown = "pst_" + "z" * 43
+    response = _request(client, method, path, body, bearer(unknown))
+    assert_unauthorized(response, INVALID_TOKEN, unknown)
+
+
+def _token_id(db_url: str, user: str) -> int:
+    ids = [
+        record["id"]
+        for line in run_cli(db_url, "token", "list", "--json").splitlines()
+        if line.strip()
+        for record in [json.loads(line)]
+        if record["user"] == user
+    ]
+    assert len(ids) == 1, ids
+    return int(ids[0])
+
+
+def test_a_token_revoked_before_use_is_invalid(
+    client: TestClient, issue_token: IssueToken, db_url: str
+) -> None:
+    token = issue_token("carol")
+    run_cli(db_url, "token", "revoke", str(_token_id(db_url, "carol")))
+    for method, path, body in OPERATIONS:
+        response = _request(client, method, path, body, bearer(token))
+        assert_unauthorized(response, INVALID_TOKEN, token)
+
+
+def test_revoking_one_token_leaves_the_users_other_tokens_working(
+    client: TestClient, db_url: str
+) -> None:
+    first_out = run_cli(db_url, "token", "create", "dora")
+    second = token_from_output(run_cli(db_url, "token", "create", "dora"))
+    first = token_from_output(first_out)
+    match = re.search(r"Token (\d+) for user", first_out)
+    assert match is not None, first_out
+    run_cli(db_url, "token", "revoke", match.group(1))
+    assert_unauthorized(client.get("/plants", headers=bearer(first)), INVALID_TOKEN, first)
+    assert client.get("/plants", headers=bearer(second)).status_code == 200
+
+
+def test_an_expired_token_is_refused(client: TestClient, issue_token: IssueToken) -> None:
+    token = issue_token("erin", expires_in="1s")
+    assert client.get("/plants", headers=bearer(token)).status_code == 200
+    time.sleep(1.1)
+    for method, path, body in OPERATIONS:
+        response = _request(client, method, path, body, bearer(token))
+        assert_unauthorized(response, INVALID_TOKEN, token)
+
+
+def test_a_token_with_a_long_expiry_works(client: TestClient, issue_token: IssueToken) -> None:
+    token = issue_token("frank", expires_in="30d")
+    assert client.get("/plants", headers=bearer(token)).status_code == 200
+
+
+# --- what succeeds ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR"])
+def test_the_scheme_is_case_insensitive(
+    client: TestClient, issue_token: IssueToken, scheme: str
+) -> None:
+    token = issue_token("alice")
+    response = client.get("/plants", headers={"Authorization": f"{scheme} {token}"})
+    assert response.status_code == 200, response.text
+    assert response.json() == []
+
+
+def test_all_three_operations_accept_a_valid_token(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    assert client.post("/plants", json={"id": 1, "name": "Fern"}, headers=alice).status_code == 200
+    assert client.get("/plants", headers=alice).status_code == 200
+    assert client.delete("/plants/1", headers=alice).status_code == 204
+
+
+def test_authentication_is_checked_before_the_media_type(client: TestClient) -> None:
+    response = client.post(
+        "/plants", content=b"id=1", headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    assert_unauthorized(response, CHALLENGE)
+
+
+def test_authentication_is_checked_before_validation(client: TestClient) -> None:
+    unknown = "pst_" + "q" * 43
+    response = client.post("/plants", json={"nonsense": True}, headers=bearer(unknown))
+    assert_unauthorized(response, INVALID_TOKEN, unknown)
+
+
+def test_a_refused_request_changes_nothing(client: TestClient, alice: dict[str, str]) -> None:
+    assert client.post("/plants", json={"id": 1, "name": "Fern"}, headers=alice).status_code == 200
+    assert client.delete("/plants/1").status_code == 401
+    assert client.post("/plants", json={"id": 2, "name": "Ivy"}).status_code == 401
+    assert client.get("/plants", headers=alice).json() == [{"name": "Fern"}]
+
+
+def test_two_tokens_of_one_user_see_the_same_plants(
+    client: TestClient, issue_token: IssueToken
+) -> None:
+    first = bearer(issue_token("gina"))
+    second = bearer(issue_token("gina"))
+    assert first != second
+    assert client.post("/plants", json={"id": 1, "name": "Aloe"}, headers=first).status_code == 200
+    assert (
+        client.post("/plants", json={"id": 2, "name": "Basil"}, headers=second).status_code == 200
+    )
+    expected = [{"name": "Aloe"}, {"name": "Basil"}]
+    assert client.get("/plants", headers=first).json() == expected
+    assert client.get("/plants", headers=second).json() == expected
+    # a plant made through one token can be deleted through the other
+    assert client.delete("/plants/1", headers=second).status_code == 204
+    assert client.get("/plants", headers=first).json() == [{"name": "Basil"}]
+
+
+def test_tokens_of_different_users_see_different_plants(
+    client: TestClient, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    assert (
+        client.post("/plants", json={"id": 7, "name": "Cactus"}, headers=alice).status_code == 200
+    )
+    assert client.post("/plants", json={"id": 8, "name": "Daisy"}, headers=bob).status_code == 200
+    assert client.get("/plants", headers=alice).json() == [{"name": "Cactus"}]
+    assert client.get("/plants", headers=bob).json() == [{"name": "Daisy"}]
+    assert client.delete("/plants/7", headers=bob).status_code == 404
+    assert client.get("/plants", headers=alice).json() == [{"name": "Cactus"}]
+
+
+# --- over the wire: revocation reaches a running server within one second -------------------
+
+
+def _wait_for_refusal(http: httpx.Client, headers: dict[str, str], seconds: float) -> Response:
+    deadline = time.monotonic() + seconds
+    while True:
+        response = http.get("/plants", headers=headers)
+        if response.status_code != 200 or time.monotonic() >= deadline:
+            return response
+        time.sleep(0.02)
+
+
+def test_revocation_bites_a_running_server_within_one_second(live_server: LiveServer) -> None:
+    created = run_cli(live_server.db_url, "token", "create", "revoke-me")
+    token = token_from_output(created)
+    match = re.search(r"Token (\d+) for user", created)
+    assert match is not None, created
+    headers = bearer(token)
+    with live_server.client() as http:
+        assert http.get("/plants", headers=headers).status_code == 200
+        assert http.get("/plants", headers=headers).status_code == 200  # now surely cached
+        run_cli(live_server.db_url, "token", "revoke", match.group(1))
+        revoked_at = time.monotonic()
+        response = _wait_for_refusal(http, headers, 1.0)
+        elapsed = time.monotonic() - revoked_at
+        assert_unauthorized(response, INVALID_TOKEN, token)
+        assert elapsed <= 1.0 + 0.2, f"refused only after {elapsed:.3f}s"
+        # and it stays refused
+        assert_unauthorized(http.get("/plants", headers=headers), INVALID_TOKEN, token)
+
+
+def test_revocation_by_listed_id_on_a_running_server(live_server: LiveServer) -> None:
+    token = token_from_output(run_cli(live_server.db_url, "token", "create", "revoke-by-list"))
+    headers = bearer(token)
+    with live_server.client() as http:
+        assert (
+            http.post("/plants", json={"id": 5, "name": "Moss"}, headers=headers).status_code == 200
+        )
+        run_cli(
+            live_server.db_url,
+            "token",
+            "revoke",
+            str(_token_id(live_server.db_url, "revoke-by-list")),
+        )
+        response = _wait_for_refusal(http, headers, 1.0)
+        assert_unauthorized(response, INVALID_TOKEN, token)
+        for method, path, body in OPERATIONS:
+            assert_unauthorized(_request(http, method, path, body, headers), INVALID_TOKEN, token)
+
+
+def test_expiry_bites_a_running_server(live_server: LiveServer) -> None:
+    token = token_from_output(
+        run_cli(live_server.db_url, "token", "create", "expire-me", "--expires-in", "1s")
+    )
+    headers = bearer(token)
+    with live_server.client() as http:
+        assert http.get("/plants", headers=headers).status_code == 200
+        time.sleep(1.1)
+        assert_unauthorized(http.get("/plants", headers=headers), INVALID_TOKEN, token)
+
+
+def test_the_wire_challenges_match_the_contract(live_server: LiveServer) -> None:
+    with live_server.client() as http:
+        assert_unauthorized(http.get("/plants"), CHALLENGE)
+        assert_unauthorized(http.get("/plants", headers={"Authorization": "Basic abc"}), CHALLENGE)
+        unknown = "pst_" + "w" * 43
+        assert_unauthorized(http.get("/plants", headers=bearer(unknown)), INVALID_TOKEN, unknown)
+        assert (
+            http.get(
+                "/plants", headers={"Authorization": f"bearer {live_server.token}"}
+            ).status_code
+            == 200
+        )
