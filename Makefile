@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ARGS ?=
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test node-tools lint typecheck bench bench-group-commit bench-backends torture fuzz soak slow-clients clean
+.PHONY: run test node-tools lint typecheck bench bench-group-commit bench-trees bench-backends torture fuzz soak slow-clients clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("plantstore needs Python >= 3.11") if sys.version_info < (3, 11) else None'
@@ -79,6 +79,11 @@ slow-clients: $(VENV)/.installed-run $(VENV)/.installed-bench
 bench-group-commit: $(VENV)/.installed-run
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(BIN)/python bench/group_commit.py
+
+# make bench-trees ARGS="/tmp/before/src src": two source trees side by side (bench/trees.py).
+bench-trees: $(VENV)/.installed-run $(VENV)/.installed-bench
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	$(BIN)/python bench/trees.py $(ARGS)
 
 bench-backends: $(VENV)/.installed-run
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)

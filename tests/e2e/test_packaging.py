@@ -36,7 +36,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "plantstore"
 DOCS = PACKAGE / "openapi" / "static" / "docs"
-MIGRATIONS = PACKAGE / "store" / "migrations"
+MIGRATIONS = PACKAGE / "db" / "migrations"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 # Building and installing download from PyPI (pip's cache helps); give them room.
@@ -310,7 +310,7 @@ def test_wheel_ships_docs_and_migrations_but_not_tests(wheel: Path) -> None:
     } <= migrations
     assert any(name.startswith("plantstore/db/migrations/versions/") for name in migrations)
     assert {name for name in names if name.startswith("plantstore/openapi/static/docs/")} == docs
-    assert {name for name in names if name.startswith("plantstore/db/migrations/")} == (migrations)
+    assert {name for name in names if name.startswith("plantstore/db/migrations/")} == migrations
     assert files_under(PACKAGE) <= names, "the wheel lacks part of src/plantstore"
     tops = {name.split("/")[0] for name in names}
     assert tops == {"plantstore", wheel.name.split("-py")[0] + ".dist-info"}, tops

@@ -412,7 +412,7 @@ def test_totals_add_up_across_worker_processes(
 
 def answering_process(response: httpx.Response) -> str:
     """Which process answered: a generated X-Request-ID is the process's random 12-digit
-    prefix and a count (plantstore/api/observe.py), so two workers give two prefixes."""
+    prefix and a count (plantstore/ops/observe.py), so two workers give two prefixes."""
     request_id = response.headers["x-request-id"]
     assert GENERATED_ID.fullmatch(request_id), request_id
     return request_id[:12]

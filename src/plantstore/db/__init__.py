@@ -2,7 +2,7 @@
 
 ``open_database`` returns the (not yet opened) database a URL names: a ``SQLiteDatabase``
 (reader connection, group-commit writer) or a ``PostgresDatabase`` (a pool). Each feature's
-``store.py`` picks its SQLite or PostgreSQL store for it. The schema of every feature is one
+``backends.py`` picks its SQLite or PostgreSQL store for it. The schema of every feature is one
 Alembic history (``migrations/``), applied by ``migrate.upgrade``.
 """
 

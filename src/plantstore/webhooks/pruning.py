@@ -4,7 +4,7 @@ leftovers) fail.
 
 Each step touches at most ``STEP_ROWS`` rows (one job of SQLite's writer, one statement on
 PostgreSQL), and the pruning rests between steps ``REST_PER_STEP`` times as long as a step
-took, so requests' writes never wait long behind it, as in ``sandbox_purge``.
+took, so requests' writes never wait long behind it, as in the sandbox purge.
 """
 
 from __future__ import annotations

@@ -1,0 +1,122 @@
+"""Two source trees of plantstore side by side: is a change to the code no slower?
+
+    git worktree add /tmp/before <commit>
+    .venv/bin/python bench/trees.py /tmp/before/src src --rounds 3 --seconds 8
+
+Each tree's ``plantstore serve`` (one worker, every feature on as shipped, limits far above
+the load) runs alone on one pinned core with wrk on the other, on a SQLite file of its own
+seeded alike (the bench user's 20 plants plus 100,000 of other users'). The trees take
+turns, round after round (A, B, A, B, …), so a drift of the machine touches both; each
+ratio (B / A) is reported as its median and range over the rounds. The trees share this
+virtual environment: only ``PYTHONPATH`` differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from lib.loads import creates, sqlite_path
+from lib.measure import LIST_10, Load, Measurement, Options, measure, warm_up
+from lib.seed import Layout, prepare, seed_sqlite
+from lib.servers import HERE, Server, require_real_disk
+from lib.services import start_service
+
+SCENARIOS = {"list 10": Load(path=LIST_10), "create": creates(10**12)}
+
+
+@dataclass
+class Tree:
+    name: str
+    source: Path
+    database_url: str
+    token: str
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("before", type=Path, help="the first tree's src/ (A)")
+    parser.add_argument("after", type=Path, help="the second tree's src/ (B)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=8, help="per scenario and tree")
+    parser.add_argument("--connections", type=int, default=32)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="trees-", dir=HERE / "results"))
+    require_real_disk(workdir)
+    try:
+        compare(args, workdir)
+    finally:
+        shutil.rmtree(workdir)
+
+
+def compare(args: argparse.Namespace, workdir: Path) -> None:
+    options = Options(args.seconds, args.connections, "0", "1", workdir)
+    trees = [seeded(options, "A", args.before), seeded(options, "B", args.after)]
+    rates: dict[str, dict[str, list[float]]] = {name: {"A": [], "B": []} for name in SCENARIOS}
+    cpu: dict[str, dict[str, list[float]]] = {name: {"A": [], "B": []} for name in SCENARIOS}
+    for round_number in range(1, args.rounds + 1):
+        for tree in trees:
+            print(f"round {round_number}, tree {tree.name} ({tree.source})", flush=True)
+            for scenario, measured in run_tree(options, tree, round_number).items():
+                assert measured.result is not None
+                rates[scenario][tree.name].append(measured.result.good_rate)
+                cpu[scenario][tree.name].append(measured.cpu_us_per_request or 0.0)
+    report(rates, cpu, args)
+
+
+def seeded(options: Options, name: str, source: Path) -> Tree:
+    url = f"sqlite:///{options.workdir / f'{name}.db'}"
+    token = prepare(url)
+    seed_sqlite(sqlite_path(url), Layout.for_run(users=100, plants_per_user=1_000, seconds=1))
+    return Tree(name, source.resolve(), url, token)
+
+
+def run_tree(options: Options, tree: Tree, round_number: int) -> dict[str, Measurement]:
+    os.environ["PYTHONPATH"] = str(tree.source)  # the server, not this script, imports it
+    server: Server = start_service(
+        options, f"{tree.name}-{round_number}", tree.database_url, tree.token
+    )
+    try:
+        warm_up(server, options)
+        found = {}
+        for scenario, load in SCENARIOS.items():
+            if load.script == "create.lua":  # fresh ids each time: a repeat is no insert
+                base = 10**12 + (round_number * 2 + (tree.name == "B")) * 10**9
+                load = creates(base)
+            found[scenario] = measure(server, load, options, scenario, f"{scenario} ({tree.name})")
+        return found
+    finally:
+        server.stop()
+        del os.environ["PYTHONPATH"]
+
+
+def report(
+    rates: dict[str, dict[str, list[float]]],
+    cpu: dict[str, dict[str, list[float]]],
+    args: argparse.Namespace,
+) -> None:
+    print(f"\n{args.rounds} rounds of {args.seconds} s, A = {args.before}, B = {args.after}")
+    print(
+        "| scenario | A req/s (median) | B req/s (median) | B / A median [range] | CPU µs/req A → B |"
+    )
+    print("|---|---|---|---|---|")
+    for scenario in SCENARIOS:
+        a, b = rates[scenario]["A"], rates[scenario]["B"]
+        ratios = [after / before for before, after in zip(a, b, strict=True) if before]
+        cpu_a, cpu_b = statistics.median(cpu[scenario]["A"]), statistics.median(cpu[scenario]["B"])
+        print(
+            f"| {scenario} | {statistics.median(a):,.0f} | {statistics.median(b):,.0f} | "
+            f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}] | "
+            f"{cpu_a:.0f} → {cpu_b:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    main()
