@@ -20,10 +20,17 @@ Then raw sockets, each on its own connection:
       sent;
   (e) the same 10 MB chunked (no Content-Length): a 413 before it is all sent.
 
-Targets (the issue's, item 4): >= 90 % of the quiet throughput and zero errors under each
-attack; every probe as above. Results go to bench/results/slow-clients-<stamp>.json.
+Then everything at once (``slow/combined.py``): ``--idle-connections`` (10,000) connections
+that never send a byte, reopened as the server closes them, beside both slowhttptest modes,
+while wrk sends list 10 and then creates.
+
+Targets: >= 90 % of the quiet throughput and zero errors under each attack; under everything
+at once, list 10 and creates keep >= 90 % of their quiet throughput with p99 under 50 ms, and
+every zero-byte connection is closed within the header deadline plus 1 s; every probe as
+above. Results go to bench/results/slow-clients-<stamp>.json.
 
     .venv/bin/python bench/slow_clients.py [--quick] [--seconds 10] [--slow-connections 500]
+        [--idle-connections 10000]
 """
 
 from __future__ import annotations
@@ -44,10 +51,13 @@ from lib.servers import HERE, Server
 from lib.services import LIMITS_OFF, serve_limits_off
 from slow.attack import AttackResult, run_attack, show_attack
 from slow.attacker import ATTACKS
+from slow.combined import CombinedResult, run_combined, show_combined
 from slow.probes import Probe, run_probes, still_serving
 
 RESULTS = HERE / "results"
 RETAINED_TARGET = 0.90
+P99_TARGET_MS = 50.0
+SHIPPED_HEADER_TIMEOUT = 10.0
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -66,6 +76,39 @@ def serve(options: Options, url: str, token: str, args: argparse.Namespace) -> S
 
 
 # --- report ----------------------------------------------------------------------------------
+
+
+def combined_verdicts(result: CombinedResult, deadline: float) -> list[report.Verdict]:
+    found = []
+    for load in result.loaded:
+        kept = result.retained(load)
+        found.append(
+            report.Verdict(
+                f"all at once, {load}: throughput",
+                f">= {100 * RETAINED_TARGET:.0f}% of quiet",
+                f"{100 * kept:.0f}%",
+                kept >= RETAINED_TARGET,
+            )
+        )
+        p99 = result.p99_ms(load)
+        found.append(
+            report.Verdict(
+                f"all at once, {load}: p99",
+                f"< {P99_TARGET_MS:g} ms",
+                f"{p99:.1f} ms",
+                p99 < P99_TARGET_MS,
+            )
+        )
+    longest = result.idle_summary.get("longest_s")
+    found.append(
+        report.Verdict(
+            "zero-byte connections closed",
+            f"within {deadline + 1:g} s",
+            "never" if longest is None else f"longest {longest} s",
+            longest is not None and longest <= deadline + 1,
+        )
+    )
+    return found
 
 
 def verdicts(attacks: list[AttackResult], probes: list[Probe]) -> list[report.Verdict]:
@@ -118,6 +161,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--observe", type=float, default=None, help="how long (b) and (c) are watched (s)"
     )
     parser.add_argument("--quick-413", type=float, default=2.0, help="(d)/(e) time limit (s)")
+    parser.add_argument("--idle-connections", type=int, default=10_000)
+    parser.add_argument("--skip-combined", action="store_true", help="no everything-at-once")
     parser.add_argument("--skip-attacks", action="store_true", help="probes only")
     parser.add_argument("--skip-probes", action="store_true", help="slowhttptest only")
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -157,6 +202,8 @@ def main() -> None:
     quiet: list[Measurement] = []
     attacks: list[AttackResult] = []
     probes: list[Probe] = []
+    combined: CombinedResult | None = None
+    deadline = args.header_timeout or SHIPPED_HEADER_TIMEOUT
     with tempfile.TemporaryDirectory(dir=args.results, prefix=".slow-") as directory:
         options = Options(
             seconds=args.seconds,
@@ -177,6 +224,10 @@ def main() -> None:
                     flush=True,
                 )
                 quiet, attacks = attacks_phase(server, options, args)
+            if not args.skip_combined:
+                print("everything at once:", flush=True)
+                combined = run_combined(server, options, args)
+                show_combined(combined, deadline)
             if not args.skip_probes:
                 print("probes (raw sockets, one connection each):", flush=True)
                 probes = run_probes(server, args)
@@ -185,6 +236,8 @@ def main() -> None:
         finally:
             server.stop()
     found = verdicts(attacks, probes)
+    if combined is not None:
+        found += combined_verdicts(combined, deadline)
     print("\ntargets:")
     for verdict in found:
         print(verdict.text(36, 30))
@@ -213,6 +266,19 @@ def main() -> None:
             for a in attacks
         ],
         "probes": [asdict(probe) for probe in probes],
+        "combined": None
+        if combined is None
+        else {
+            "quiet_before": {k: m.as_json() for k, m in combined.quiet_before.items()},
+            "loaded": {k: m.as_json() for k, m in combined.loaded.items()},
+            "quiet_after": {k: m.as_json() for k, m in combined.quiet_after.items()},
+            "retained": {k: combined.retained(k) for k in combined.loaded},
+            "idle": combined.idle_summary,
+            "slow_held": combined.slow_held,
+            "rss_quiet_mb": combined.rss_quiet_mb,
+            "rss_idle_mb": combined.rss_idle_mb,
+            "kb_per_idle_connection": combined.kb_per_idle_connection(),
+        },
         "targets": [asdict(verdict) for verdict in found],
         "passed": all(verdict.passed for verdict in found),
         "after": serving,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
@@ -39,7 +39,7 @@ from .http.cors import ContractCORS
 from .http.dispatch import FastRoutes
 from .http.keepalive import DrainUnreadBody
 from .http.ratelimit import RateLimits
-from .http.responses import encoder, error_response, unexpected_error_response
+from .http.responses import NO_ANSWER, encoder, error_response, unexpected_error_response
 from .openapi.docs_page import DocsPage
 from .openapi.document import build_document
 from .openapi.parts import Document, DocumentPart
@@ -168,6 +168,7 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
         routes=[*features.routes(), *docs.routes()],
         lifespan=lifespan,
         exception_handlers={
+            ClientDisconnect: _on_client_gone,
             PlantstoreError: _on_plantstore_error,
             HTTPException: _on_routing_error,
             Exception: _on_unexpected_error,
@@ -202,6 +203,10 @@ def _freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+async def _on_client_gone(request: Request, exc: Exception) -> Response:
+    return NO_ANSWER  # the client left mid-body: Observe records a 499, with no traceback
 
 
 async def _on_plantstore_error(request: Request, exc: Exception) -> Response:

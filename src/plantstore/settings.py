@@ -62,7 +62,9 @@ class Settings(BaseSettings):
     redis_url: str | None = None  # share the rate limits across instances
     trusted_proxies: str = ""  # comma-separated peers whose X-Forwarded-For is believed
     max_plants_per_user: int = Field(default=100_000, ge=1, le=10**12)
-    header_timeout: float = Field(default=10.0, gt=0.0, le=10.0)  # seconds to send headers
+    # Seconds a connection has to send a whole request head, from its accept or from the end
+    # of its previous answer: also how long a kept-alive connection may sit idle.
+    header_timeout: float = Field(default=10.0, gt=0.0, le=10.0)
     body_timeout: float = Field(default=30.0, gt=0.0, le=30.0)  # seconds to send a body
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     access_log: bool = True  # one line per request

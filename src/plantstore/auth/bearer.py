@@ -132,8 +132,8 @@ class Authenticator:
                 self._cache.pop(cache_key, None)
             else:
                 self._remember(cache_key, record, token_hash)
-        if record is not None:
-            await self._note_use(record)
+        if record is not None and record.usable_at(time.time()):
+            await self._note_use(record)  # a refused token is not "used": it was not let in
         return record
 
     async def _note_use(self, record: TokenRecord) -> None:

@@ -32,7 +32,7 @@ def db() -> None:
 def db_upgrade(ctx: click.Context) -> None:
     """Create the schema or bring it to the newest revision."""
     settings = settings_for(ctx)
-    click.echo(f"Database {settings.database_url} is at the newest schema revision.")
+    click.echo(f"Database {redacted(settings.database_url)} is at the newest schema revision.")
 
 
 @db.command("backup")

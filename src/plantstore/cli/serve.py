@@ -19,6 +19,7 @@ from ..commandline import settings_for
 from ..db.urls import redacted
 from ..ops.logs import configure_logging
 from ..ops.metrics_server import MULTIPROCESS_VARIABLE, serve_metrics
+from .connections import connections_per_worker, raise_open_file_limit
 
 MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; granian (hyper) answers 431 past it
 
@@ -40,16 +41,21 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         if value is not None:  # unset stays unset ("None" would be read back as a value)
             os.environ[f"PLANTSTORE_{name.upper()}"] = str(value)
     from granian import Granian
-    from granian.constants import Interfaces, Loops
+    from granian.constants import HTTPModes, Interfaces, Loops
     from granian.http import HTTP1Settings
 
+    open_files = raise_open_file_limit()
+    connections = connections_per_worker(open_files)
     configure_logging(settings.log_level)
     structlog.get_logger("plantstore").info(
-        f"plantstore {__version__} serving http://{settings.host}:{settings.port}",
+        f"plantstore {__version__} serving http://{settings.host}:{settings.port}, "
+        f"up to {connections:,} connections per worker",
         version=__version__,
         address=f"http://{settings.host}:{settings.port}",
         database=redacted(settings.database_url),
         workers=settings.workers,
+        connections_per_worker=connections,
+        open_file_limit=open_files,
     )
     # A forked worker inherits this process's SIGTERM handler until granian installs its own,
     # 0.1 s later; a SIGTERM in between was lost, and that worker served on until killed.
@@ -67,6 +73,9 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
             workers=settings.workers,
             interface=Interfaces.ASGI,
             loop=Loops.uvloop,  # measured ahead of asyncio; rloop breaks asyncpg's transports
+            # HTTP/1 only: the header deadline then runs from the accept (connections.py)
+            http=HTTPModes.http1,
+            backpressure=connections,
             http1_settings=HTTP1Settings(
                 header_read_timeout=int(settings.header_timeout * 1000),
                 max_buffer_size=MAX_HEADER_BYTES,  # a longer head is refused (431) unread

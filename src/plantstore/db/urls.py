@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 Backend = Literal["sqlite", "postgresql"]
 
@@ -40,20 +40,35 @@ def sqlite_path(url: str) -> Path:
 
 
 def _check_postgres(url: str) -> None:
+    """Refuse a URL the driver would misread. The reason never quotes the URL's parts: a
+    password holding ``/`` or ``@`` moves the parser's idea of the port into it."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (parsing the port is the check)
-    except ValueError as exc:
-        raise ValueError(f"malformed PostgreSQL URL: {exc}") from None
+    except ValueError:
+        raise ValueError(
+            f"malformed PostgreSQL URL {redacted(url)}: percent-encode any of "
+            "@ : / ? # % in the user name or password (e.g. %40 for @)"
+        ) from None
     if parts.fragment:
-        raise ValueError("a PostgreSQL URL takes no #fragment")
+        raise ValueError(
+            f"malformed PostgreSQL URL {redacted(url)}: it takes no #fragment "
+            "(percent-encode a # in the password as %23)"
+        )
 
 
 def redacted(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***``, for logs and banners."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """Return ``url`` with any password replaced by ``***``, for logs, banners and errors.
+
+    Whatever the password holds (``/``, ``?``, ``#``, ``@``, ``%``), everything from the
+    colon after the user name to the URL's last ``@`` is hidden: that may hide more than the
+    password (an ``@`` in the query), never less.
+    """
+    scheme, separator, rest = url.partition("://")
+    userinfo, at, after = rest.rpartition("@")
+    if not separator or not at:
         return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    user, colon, _ = userinfo.partition(":")
+    if not colon:
+        return url  # a user name and no password
+    return f"{scheme}://{user}:***@{after}"

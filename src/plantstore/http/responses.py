@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from ..errors import Error
 from .scope import REQUEST_ID_KEY
@@ -42,6 +43,21 @@ class JSONBytes(Response):
         if headers:
             raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
         self.raw_headers = raw
+
+
+class _NoAnswer(Response):
+    """What a request whose client has gone is answered with: nothing at all."""
+
+    def __init__(self) -> None:
+        self.status_code = 499
+        self.background = None
+        self.raw_headers = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        return None
+
+
+NO_ANSWER = _NoAnswer()
 
 
 def json_response(

@@ -22,7 +22,7 @@ from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..http.responses import unexpected_error_response
+from ..http.responses import error_response, unexpected_error_response
 from ..http.scope import REQUEST_ID_KEY, ROUTE_KEY, USER_KEY
 from . import metrics
 from .logs import AccessLine, AccessLog
@@ -49,7 +49,7 @@ class Observe:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        request_id = _request_id(scope["headers"])
+        request_id, hosts, empty_host = _request_id_and_hosts(scope["headers"])
         scope[REQUEST_ID_KEY] = request_id
         id_header = (b"x-request-id", request_id)
         status = 0  # until the answer starts
@@ -61,9 +61,11 @@ class Observe:
                 message["headers"] = [*message.get("headers", ()), id_header]
             await send(message)
 
+        good_host = hosts == 1 and (not empty_host or scope.get("http_version") in _HTTP_1_0)
+        app = self.app if good_host else _BAD_HOST
         self._tally.started()
         try:
-            await self.app(scope, receive, send_with_id)
+            await app(scope, receive, send_with_id)
         except Exception as exc:
             if status:
                 raise  # answered already (by Starlette's outer layer, which re-raises)
@@ -108,11 +110,32 @@ _new_id_prefix()
 os.register_at_fork(after_in_child=_new_id_prefix)
 
 
-def _request_id(headers: list[tuple[bytes, bytes]]) -> bytes:
+def _request_id_and_hosts(headers: list[tuple[bytes, bytes]]) -> tuple[bytes, int, bool]:
+    """The request's id; how many ``Host`` lines it carries, and whether one is empty.
+
+    granian hands a request that has no Host an empty one, so both read as empty here: a
+    400 for HTTP/1.1, fine for HTTP/1.0, which needs no Host (RFC 9112 section 3.2).
+    """
+    request_id = None
+    hosts = 0
+    empty_host = False
     for name, value in headers:
-        if name == b"x-request-id" and _SAFE_REQUEST_ID.fullmatch(value):
-            return value
-    return b"%s%012x" % (_ID_PREFIX, next(_ID_COUNT))
+        if name == b"host":
+            hosts += 1
+            empty_host = empty_host or not value
+        elif name == b"x-request-id" and request_id is None and _SAFE_REQUEST_ID.fullmatch(value):
+            request_id = value
+    if request_id is None:
+        request_id = b"%s%012x" % (_ID_PREFIX, next(_ID_COUNT))
+    return request_id, hosts, empty_host
+
+
+_HTTP_1_0 = ("1.0", "1")  # granian writes HTTP/1.0 as "1"
+_BAD_HOST = error_response(
+    400,
+    "the request must carry exactly one Host header, with a value (RFC 9112 section 3.2)",
+    {"Connection": "close"},
+)
 
 
 def _route_of(scope: Scope) -> str:

@@ -1,0 +1,160 @@
+"""Everything at once: ``--idle-connections`` connections that never send a byte (reopened as
+the server closes them), slowhttptest's slow headers and slow bodies (``--slow-connections``
+each), and, meanwhile, list 10 and creates from wrk. Judged against quiet runs of the same
+two loads just before and just after: throughput kept, p99, every zero-byte connection
+closed within the header deadline plus 1 s, and the worker's memory per idle connection."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lib.loads import creates
+from lib.measure import Load, Measurement, Options, measure
+from lib.procstat import rss_mb, worker_pids
+from lib.servers import Server, pinned
+from slow.attacker import ATTACKS, Attacker
+
+HERE = Path(__file__).parent
+LOADS = {"list 10": Load(), "create": creates(5 * 10**12)}
+
+
+@dataclass
+class CombinedResult:
+    quiet_before: dict[str, Measurement]
+    loaded: dict[str, Measurement]
+    quiet_after: dict[str, Measurement]
+    idle_held: int
+    idle_summary: dict[str, Any]
+    rss_quiet_mb: float
+    rss_idle_mb: float
+    slow_held: dict[str, int] = field(default_factory=dict)
+
+    def retained(self, load: str) -> float:
+        quiet = [
+            m.result.rate for m in (self.quiet_before[load], self.quiet_after[load]) if m.result
+        ]
+        loaded = self.loaded[load].result
+        return loaded.rate / (sum(quiet) / len(quiet)) if loaded and quiet else 0.0
+
+    def p99_ms(self, load: str) -> float:
+        result = self.loaded[load].result
+        return result.p99_ms if result else float("inf")
+
+    def kb_per_idle_connection(self) -> float:
+        held = max(1, self.idle_held)
+        return (self.rss_idle_mb - self.rss_quiet_mb) * 1024 / held
+
+
+class IdleFlood:
+    """``idle.py`` as its own process, pinned beside the other attackers."""
+
+    def __init__(self, server: Server, count: int, cpus: str | None) -> None:
+        host, port = server.base_url.removeprefix("http://").split(":")
+        command = [sys.executable, str(HERE / "idle.py"), host, port, str(count)]
+        self.process = subprocess.Popen(
+            pinned(command, cpus), stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        self.latest: dict[str, Any] = {}
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.latest = json.loads(line)
+
+    def wait_until_held(self, wanted: int, limit: float) -> bool:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if self.latest.get("held", 0) >= wanted:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self) -> dict[str, Any]:
+        self.process.terminate()
+        self.process.wait(30)
+        self._reader.join(5)
+        return self.latest
+
+
+def quiet_runs(server: Server, options: Options, when: str) -> dict[str, Measurement]:
+    return {
+        name: measure(server, _fresh(load, when), options, f"quiet_{when}_{name}", f"{name}, quiet")
+        for name, load in LOADS.items()
+    }
+
+
+def _fresh(load: Load, when: str) -> Load:
+    """Creates need ids of their own in each run (a repeat is no insert)."""
+    if load.script != "create.lua":
+        return load
+    offset = {"before": 0, "loaded": 1, "after": 2}[when]
+    return creates(5 * 10**12 + offset * 10**10)
+
+
+def run_combined(server: Server, options: Options, args: argparse.Namespace) -> CombinedResult:
+    workers = worker_pids(server.pid)
+    before = quiet_runs(server, options, "before")
+    rss_quiet = rss_mb(workers)
+    print(f"  opening {args.idle_connections:,} connections that send nothing", flush=True)
+    flood = IdleFlood(server, args.idle_connections, args.attacker_cpus)
+    attackers: list[Attacker] = []
+    try:
+        if not flood.wait_until_held(args.idle_connections, 60):
+            print(f"    the flood holds only {flood.latest.get('held')}", flush=True)
+        time.sleep(1.0)
+        rss_idle = rss_mb(workers)
+        attackers = [Attacker(attack, server, args, options.workdir) for attack in ATTACKS]
+        for attacker in attackers:
+            attacker.start()
+        for attacker in attackers:
+            attacker.wait_until_held(round(0.98 * args.slow_connections), 20.0)
+        held = {a.attack.key: a.held() for a in attackers}
+        print(f"    holding {flood.latest.get('held')} idle and slow {held}", flush=True)
+        loaded = {
+            name: measure(
+                server, _fresh(load, "loaded"), options, f"combined_{name}", f"{name} under it all"
+            )
+            for name, load in LOADS.items()
+        }
+    finally:
+        for attacker in attackers:
+            attacker.stop()
+        summary = flood.stop()
+    time.sleep(1.0)
+    after = quiet_runs(server, options, "after")
+    return CombinedResult(
+        before, loaded, after, summary.get("held", 0), summary, rss_quiet, rss_idle, held
+    )
+
+
+def show_combined(result: CombinedResult, header_deadline: float) -> None:
+    print("\neverything at once: idle connections, slow headers, slow bodies")
+    for load in LOADS:
+        loaded = result.loaded[load].result
+        if loaded is None:
+            continue
+        print(
+            f"  {load}: {loaded.rate:,.0f} req/s, {100 * result.retained(load):.0f}% of quiet; "
+            f"p50 {loaded.p50}, p99 {loaded.p99}; errors {loaded.errors} non-2xx + "
+            f"{loaded.socket_errors} socket"
+        )
+    summary = result.idle_summary
+    print(
+        f"  idle connections: {result.idle_held:,} held; the server closed "
+        f"{summary.get('closed_by_server', 0):,}, the longest after {summary.get('longest_s')} s "
+        f"(deadline {header_deadline:g} s); median {summary.get('median_s')} s"
+    )
+    print(
+        f"  worker RSS {result.rss_quiet_mb:.1f} MB quiet, {result.rss_idle_mb:.1f} MB with the idle "
+        f"connections: {result.kb_per_idle_connection():.1f} KB per idle connection"
+    )
