@@ -81,27 +81,35 @@ class Attacker:
     once a second."""
 
     def __init__(
-        self, attack: Attack, server: Server, args: argparse.Namespace, workdir: Path
+        self,
+        attack: Attack,
+        server: Server,
+        args: argparse.Namespace,
+        workdir: Path,
+        sample: bool = True,
+        nice: bool = False,
     ) -> None:
         self.attack, self.server, self.args, self.workdir = attack, server, args, workdir
         self.target: int = args.slow_connections
+        self.nice = nice  # yield the shared core to the load generator (see combined.py)
         self.stopping = threading.Event()
         self.started = time.monotonic()
         self.live: list[Instance] = []
         self.runs: list[AttackRun] = []
         self.points: list[Point] = []
         self.workers = worker_pids(server.pid)
-        self._threads = [
-            threading.Thread(target=self._keep_up, daemon=True),
-            threading.Thread(target=self._sample, daemon=True),
-        ]
+        # The sampler reads every descriptor of the server: with thousands of connections
+        # open that costs the machine enough to move the figures, so it can be left out.
+        self._threads = [threading.Thread(target=self._keep_up, daemon=True)]
+        if sample:
+            self._threads.append(threading.Thread(target=self._sample, daemon=True))
 
     def command(self, prefix: Path) -> list[str]:
         args = self.args
         command = ["slowhttptest", *self.attack.mode, "-c", str(self.target)]
         command += ["-i", "10", "-r", "200", "-p", "3", "-l", str(args.seconds + 60)]
         command += ["-u", f"{self.server.base_url}/plants", "-g", "-o", str(prefix)]
-        return pinned(command, args.attacker_cpus)
+        return pinned(["nice", "-n", "19", *command] if self.nice else command, args.attacker_cpus)
 
     def now(self) -> float:
         return time.monotonic() - self.started

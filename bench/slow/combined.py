@@ -2,12 +2,19 @@
 the server closes them), slowhttptest's slow headers and slow bodies (``--slow-connections``
 each), and, meanwhile, list 10 and creates from wrk. Judged against quiet runs of the same
 two loads just before and just after: throughput kept, p99, every zero-byte connection
-closed within the header deadline plus 1 s, and the worker's memory per idle connection."""
+closed within the header deadline plus 1 s, and the worker's memory per idle connection.
+
+On two cores the attackers share the load generator's core. They run at the lowest CPU
+priority (``nice 19``), so that a reply to wrk is read as soon as it arrives rather than after
+an attacker's time slice: what is measured is the server under the attack, not wrk starved of
+its core. The attackers need little CPU (their connections sit), and still hold their counts.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -18,7 +25,7 @@ from typing import Any
 
 from lib.loads import creates
 from lib.measure import Load, Measurement, Options, measure
-from lib.procstat import rss_mb, worker_pids
+from lib.procstat import cpu_list, rss_mb, worker_pids
 from lib.servers import Server, pinned
 from slow.attacker import ATTACKS, Attacker
 
@@ -56,9 +63,10 @@ class CombinedResult:
 class IdleFlood:
     """``idle.py`` as its own process, pinned beside the other attackers."""
 
-    def __init__(self, server: Server, count: int, cpus: str | None) -> None:
+    def __init__(self, server: Server, count: int, cpus: str | None, ramp: float) -> None:
         host, port = server.base_url.removeprefix("http://").split(":")
-        command = [sys.executable, str(HERE / "idle.py"), host, port, str(count)]
+        command = ["nice", "-n", "19", sys.executable, str(HERE / "idle.py")]
+        command += [host, port, str(count), str(ramp)]
         self.process = subprocess.Popen(
             pinned(command, cpus), stdout=subprocess.PIPE, text=True, bufsize=1
         )
@@ -102,18 +110,36 @@ def _fresh(load: Load, when: str) -> Load:
 
 
 def run_combined(server: Server, options: Options, args: argparse.Namespace) -> CombinedResult:
+    """The phase, with this process kept off the server's core (it starts and watches the
+    attackers: CPU that belongs with them, not with the server)."""
+    affinity = os.sched_getaffinity(0)
+    if args.attacker_cpus:
+        os.sched_setaffinity(0, cpu_list(args.attacker_cpus))
+    try:
+        return _run_combined(server, options, args)
+    finally:
+        os.sched_setaffinity(0, affinity)
+
+
+def _run_combined(server: Server, options: Options, args: argparse.Namespace) -> CombinedResult:
     workers = worker_pids(server.pid)
     before = quiet_runs(server, options, "before")
     rss_quiet = rss_mb(workers)
     print(f"  opening {args.idle_connections:,} connections that send nothing", flush=True)
-    flood = IdleFlood(server, args.idle_connections, args.attacker_cpus)
+    # Opened over one header deadline: the server then closes (and the flood reopens) a
+    # steady tenth of them each second, as connections that arrive over time would be.
+    ramp = args.header_timeout or 10.0
+    flood = IdleFlood(server, args.idle_connections, args.attacker_cpus, ramp)
     attackers: list[Attacker] = []
     try:
-        if not flood.wait_until_held(args.idle_connections, 60):
+        if not flood.wait_until_held(args.idle_connections, ramp + 60):
             print(f"    the flood holds only {flood.latest.get('held')}", flush=True)
         time.sleep(1.0)
         rss_idle = rss_mb(workers)
-        attackers = [Attacker(attack, server, args, options.workdir) for attack in ATTACKS]
+        attackers = [
+            Attacker(attack, server, args, options.workdir, sample=False, nice=True)
+            for attack in ATTACKS
+        ]
         for attacker in attackers:
             attacker.start()
         for attacker in attackers:

@@ -1,7 +1,11 @@
 """Connections that never send a byte, kept at a count: each one the server closes is opened
 again at once, as an attacker would. Run as its own (pinned) process by ``combined.py``:
 
-    python bench/slow/idle.py HOST PORT COUNT
+    python bench/slow/idle.py HOST PORT COUNT [RAMP_SECONDS]
+
+The first COUNT are opened evenly over RAMP_SECONDS (default 0: at once), so that, with a
+ramp as long as the header deadline, the server closes and the flood reopens about
+COUNT / deadline connections a second, steadily, rather than all of them at once.
 
 Every second it prints one JSON line: how many it holds, how many the server has closed, and
 the longest any of them lived (from its connection's establishment to the server's close);
@@ -21,6 +25,7 @@ import time
 
 def main() -> None:
     host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    ramp = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     selector = selectors.DefaultSelector()
@@ -41,11 +46,13 @@ def main() -> None:
         opened[sock] = time.monotonic()
         selector.register(sock, selectors.EVENT_READ)
 
-    for _ in range(count):
-        open_one()
+    started = time.monotonic()
     last_report = 0.0
     while not stopping:
-        for key, _ in selector.select(timeout=0.1):
+        due = count if ramp <= 0 else min(count, int(count * (time.monotonic() - started) / ramp))
+        while len(opened) + len(lifetimes) < due and len(opened) < count:
+            open_one()
+        for key, _ in selector.select(timeout=0.01):
             sock = key.fileobj
             assert isinstance(sock, socket.socket)
             try:

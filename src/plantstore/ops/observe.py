@@ -1,4 +1,5 @@
-"""The outermost layer: a request id, the request metrics, one access-log line, and the 500.
+"""The outermost layer: a request id, the request metrics, one access-log line, the 500, and
+the 400 for a request that does not carry exactly one Host.
 
 The request id is the caller's ``X-Request-ID`` when it is a short token of safe characters
 (so a proxy's id follows the request through), or else a fresh one; it is returned on the
