@@ -54,7 +54,7 @@ from .plants.cursors import CursorCodec
 from .plants.routes import PlantRoutes
 from .sandbox import openapi as sandbox_openapi
 from .sandbox.backends import sandbox_store_for
-from .sandbox.issuer import SandboxIssuer
+from .sandbox.issuer import SandboxIssuer, issue_window_seconds
 from .sandbox.purge import SandboxPurge, purge_interval
 from .sandbox.routes import SandboxRoutes
 from .settings import Settings, load_settings
@@ -134,7 +134,9 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
         dispatcher = new_dispatcher(webhooks, settings, attempt_lines)
         # Also with sandbox mode off: users issued while it was on still expire.
         sandbox = sandbox_store_for(database)
-        purge = SandboxPurge(sandbox, purge_interval(settings.sandbox_ttl_seconds))
+        purge = SandboxPurge(
+            sandbox, purge_interval(settings.sandbox_ttl_seconds), issue_window_seconds(settings)
+        )
         try:
             if jwt is not None:
                 await jwt.start()
@@ -148,7 +150,8 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
             features.webhooks.start(webhooks, authenticator, dispatcher)
             features.health.start(database)
             if features.sandbox is not None:
-                features.sandbox.start(SandboxIssuer(sandbox, settings))
+                issuer = SandboxIssuer(sandbox, settings, await sandbox.address_key())
+                features.sandbox.start(issuer)
             purge.start()
             await dispatcher.start()
             if freeze_after_start:

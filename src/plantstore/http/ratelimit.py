@@ -143,16 +143,6 @@ class RateLimits:
             await self._failures.spend(address)
 
 
-def standalone_budget(rate: str, redis_url: str | None, kind: str) -> Budget | SharedBudget | None:
-    """A per-key budget beside ``RateLimits``' two (the sandbox's issuance limit): in Redis
-    under its own ``kind`` when ``redis_url`` is set, in this process otherwise."""
-    shared = None
-    if redis_url:
-        uri = f"async+{redis_url.removeprefix('async+')}"
-        shared = FixedWindowRateLimiter(storage_from_string(uri))
-    return _budget(parse_rate(rate), shared, kind, _FailureLog())
-
-
 def retry_after(wait: float) -> int:
     """A Retry-After value: whole seconds, at least one."""
     return _seconds(wait)

@@ -15,7 +15,12 @@ from typing import Any
 from ..auth.postgres import insert_token
 from ..auth.store import TokenRecord
 from ..db.postgres.pool import PostgresDatabase
+from .store import IssueBudget
 
+_FORGET_ISSUES = (
+    "DELETE FROM sandbox_issues WHERE id IN "
+    "(SELECT id FROM sandbox_issues WHERE issued_at < $1 LIMIT $2)"
+)
 USERS_PER_STEP = 64
 
 _LOCK_EXPIRED = (
@@ -38,13 +43,32 @@ class PostgresSandbox:
     def __init__(self, database: PostgresDatabase) -> None:
         self._connection = database.connection
 
-    async def create_sandbox_user(
-        self, name: str, token_hash: str, expires_at: float, max_plants: int, label: str
-    ) -> TokenRecord:
+    async def address_key(self) -> bytes:
         async with self._connection() as connection:
+            value = await connection.fetchval(
+                "SELECT value FROM secrets WHERE name = 'sandbox_address_key'"
+            )
+        return bytes.fromhex(value)
+
+    async def issue_sandbox_user(
+        self,
+        name: str,
+        token_hash: str,
+        expires_at: float,
+        max_plants: int,
+        label: str,
+        budget: IssueBudget | None,
+    ) -> TokenRecord | float:
+        async with self._connection() as connection, connection.transaction():
+            if budget is not None and (wait := await spend(connection, budget)) > 0:
+                return wait
             return await create_sandbox_user(
                 connection, name, token_hash, expires_at, max_plants, label
             )
+
+    async def forget_issues(self, before: float, max_rows: int) -> int:
+        async with self._connection() as connection:
+            return _count(await connection.execute(_FORGET_ISSUES, before, max_rows))
 
     async def purge_expired_users(self, before: float, max_rows: int) -> tuple[int, float]:
         async with self._connection() as connection:
@@ -53,22 +77,44 @@ class PostgresSandbox:
             return deleted, time.perf_counter() - started
 
 
+async def spend(connection: Any, budget: IssueBudget) -> float:
+    """As SQLite's ``spend``, in the caller's transaction, under a lock on the address's key
+    that instances counting the same address take in turns (held until the commit)."""
+    await connection.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", budget.address_key
+    )
+    rows = await connection.fetch(
+        "SELECT issued_at FROM sandbox_issues WHERE address_key = $1 AND issued_at > $2 "
+        "ORDER BY issued_at LIMIT $3",
+        budget.address_key,
+        budget.now - budget.window,
+        budget.limit,
+    )
+    if len(rows) >= budget.limit:
+        return max(0.001, float(rows[0][0]) + budget.window - budget.now)
+    await connection.execute(
+        "INSERT INTO sandbox_issues (address_key, issued_at) VALUES ($1, $2)",
+        budget.address_key,
+        budget.now,
+    )
+    return 0.0
+
+
 async def create_sandbox_user(
     connection: Any, name: str, token_hash: str, expires_at: float, max_plants: int, label: str
 ) -> TokenRecord:
-    """Insert a fresh user with its own quota and expiry, and its one token, in one
-    transaction."""
+    """Insert a fresh user with its own quota and expiry, and its one token (in the caller's
+    transaction)."""
     now = time.time()
-    async with connection.transaction():
-        user_id = await connection.fetchval(
-            "INSERT INTO users (name, created_at, max_plants, sandbox_expires_at) "
-            "VALUES ($1, $2, $3, $4) RETURNING id",
-            name,
-            now,
-            max_plants,
-            expires_at,
-        )
-        return await insert_token(connection, user_id, name, token_hash, now, expires_at, label)
+    user_id = await connection.fetchval(
+        "INSERT INTO users (name, created_at, max_plants, sandbox_expires_at) "
+        "VALUES ($1, $2, $3, $4) RETURNING id",
+        name,
+        now,
+        max_plants,
+        expires_at,
+    )
+    return await insert_token(connection, user_id, name, token_hash, now, expires_at, label)
 
 
 async def purge_step(connection: Any, before: float, max_rows: int) -> int:

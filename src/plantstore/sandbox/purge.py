@@ -64,12 +64,24 @@ async def purge_expired(
         await asyncio.sleep(REST_PER_STEP * held)
 
 
-class SandboxPurge:
-    """Runs ``purge_expired`` every ``interval`` seconds until stopped."""
+async def forget_old_issues(store: SandboxStore, before: float) -> int:
+    """Delete the issuance rows that no longer count against an address, a step at a time."""
+    forgotten = 0
+    while (step := await store.forget_issues(before, STEP_ROWS)) > 0:
+        forgotten += step
+        if step < STEP_ROWS:
+            break
+    return forgotten
 
-    def __init__(self, store: SandboxStore, interval: float) -> None:
+
+class SandboxPurge:
+    """Runs ``purge_expired`` every ``interval`` seconds until stopped, and forgets issuance
+    rows older than ``issue_window`` seconds (the issuance limit's window)."""
+
+    def __init__(self, store: SandboxStore, interval: float, issue_window: float = 0.0) -> None:
         self._store = store
         self._interval = interval
+        self._issue_window = issue_window
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -89,6 +101,7 @@ class SandboxPurge:
             run = PurgeRun()
             try:
                 await purge_expired(self._store, run=run)
+                await forget_old_issues(self._store, time.time() - self._issue_window)
             except asyncio.CancelledError:  # the server stops: say what was done before it did
                 _report(run, started, " before the server stopped")
                 raise

@@ -14,7 +14,12 @@ import time
 
 from ..auth.store import TokenRecord
 from ..db.sqlite.database import SQLiteDatabase
+from .store import IssueBudget
 
+_FORGET_ISSUES = (
+    "DELETE FROM sandbox_issues WHERE id IN "
+    "(SELECT id FROM sandbox_issues WHERE issued_at < ? LIMIT ?)"
+)
 USERS_PER_STEP = 64  # expired users a step looks at; their rows still count against max_rows
 
 
@@ -23,11 +28,35 @@ class SQLiteSandbox:
         self._database = database
         self._writer = database.writer
 
-    async def create_sandbox_user(
-        self, name: str, token_hash: str, expires_at: float, max_plants: int, label: str
-    ) -> TokenRecord:
+    async def address_key(self) -> bytes:
+        row = self._database.read(
+            "SELECT value FROM secrets WHERE name = 'sandbox_address_key'"
+        ).fetchone()
+        return bytes.fromhex(row[0])
+
+    async def issue_sandbox_user(
+        self,
+        name: str,
+        token_hash: str,
+        expires_at: float,
+        max_plants: int,
+        label: str,
+        budget: IssueBudget | None,
+    ) -> TokenRecord | float:
+        def issue(conn: sqlite3.Connection) -> TokenRecord | float:
+            # The writer's transaction holds SQLite's write lock: no other worker counts meanwhile.
+            wait = spend(conn, budget) if budget is not None else 0.0
+            if wait > 0:
+                return wait
+            return create_sandbox_user(conn, name, token_hash, expires_at, max_plants, label)
+
+        return await self._writer.submit(issue)  # type: ignore[no-any-return]
+
+    async def forget_issues(self, before: float, max_rows: int) -> int:
         return await self._writer.submit(  # type: ignore[no-any-return]
-            lambda conn: create_sandbox_user(conn, name, token_hash, expires_at, max_plants, label)
+            lambda conn: conn.execute(_FORGET_ISSUES, (before, max_rows)).rowcount,
+            one_write=True,
+            background=True,
         )
 
     async def purge_expired_users(self, before: float, max_rows: int) -> tuple[int, float]:
@@ -36,6 +65,23 @@ class SQLiteSandbox:
         return await self._writer.submit(  # type: ignore[no-any-return]
             lambda conn: timed_purge_step(conn, before, max_rows), background=True
         )
+
+
+def spend(conn: sqlite3.Connection, budget: IssueBudget) -> float:
+    """Count the address's issues in the window; 0 and one more noted if another fits, else
+    the seconds until the oldest leaves the window."""
+    rows = conn.execute(
+        "SELECT issued_at FROM sandbox_issues WHERE address_key = ? AND issued_at > ? "
+        "ORDER BY issued_at LIMIT ?",
+        (budget.address_key, budget.now - budget.window, budget.limit),
+    ).fetchall()
+    if len(rows) >= budget.limit:
+        return max(0.001, float(rows[0][0]) + budget.window - budget.now)
+    conn.execute(
+        "INSERT INTO sandbox_issues (address_key, issued_at) VALUES (?, ?)",
+        (budget.address_key, budget.now),
+    )
+    return 0.0
 
 
 def create_sandbox_user(
