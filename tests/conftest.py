@@ -230,9 +230,10 @@ def db_url(backend: str, sqlite_url: str, request: pytest.FixtureRequest) -> str
 
 
 def emptied_shared_database(request: pytest.FixtureRequest) -> str:
-    """The shared PostgreSQL database with every user, token and plant removed."""
+    """The shared PostgreSQL database with every user, token, plant and sandbox issue
+    removed."""
     url: str = request.getfixturevalue("postgres_shared_url")
-    pg.run_sql(url, "TRUNCATE plants, tokens, users RESTART IDENTITY CASCADE")
+    pg.run_sql(url, "TRUNCATE plants, tokens, users, sandbox_issues RESTART IDENTITY CASCADE")
     return url
 
 
@@ -246,7 +247,7 @@ def empty_sqlite(db_url: str) -> None:
     ) as conn:
         conn.execute("BEGIN IMMEDIATE")
         webhooks = ("webhook_attempts", "webhook_deliveries", "webhook_subscriptions")
-        for table in (*webhooks, "plants", "tokens", "users"):
+        for table in (*webhooks, "plants", "tokens", "users", "sandbox_issues"):
             conn.execute(f"DELETE FROM {table}")
         conn.execute("COMMIT")
 
