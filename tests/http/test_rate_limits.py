@@ -4,6 +4,7 @@ authentications (before any token is looked up), and shared through Redis across
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
 
 import httpx
@@ -135,3 +136,24 @@ def test_an_unreachable_redis_leaves_requests_served_and_says_so(
         answers = [client.get("/plants", headers=alice).status_code for _ in range(3)]
     assert answers == [200, 200, 200]  # the limit is not enforced without its store
     assert any("rate limits not enforced" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.skipif(not redis_available(), reason="no Redis on 127.0.0.1:6379")
+def test_the_redis_budget_admits_no_more_than_the_limit_across_a_window_edge(
+    tmp_path: Path,
+) -> None:
+    """A fixed window let a burst just before a window's end and another just after both in:
+    twice the limit within a second. The moving window admits the limit, no more."""
+    db_url = f"sqlite:///{tmp_path / 'edge.db'}"
+    env = {"PLANTSTORE_RATE_LIMIT": "4/second", "PLANTSTORE_REDIS_URL": "redis://127.0.0.1:6379"}
+    server = start_server(db_url, tmp_path / "serve.log", **env)
+    try:
+        with httpx.Client(base_url=server.base_url, headers=bearer(server.token)) as http:
+            time.sleep(1.0 - time.time() % 1.0 + 0.85)  # 150 ms before a second ends
+            before = [http.get("/plants").status_code for _ in range(4)]
+            time.sleep(max(0.0, 1.0 - time.time() % 1.0) + 0.05)  # just past it
+            after = [http.get("/plants").status_code for _ in range(4)]
+    finally:
+        stop_server(server)
+    assert before == [200] * 4
+    assert after.count(200) == 0, after

@@ -1,13 +1,12 @@
 """Rate limits: requests per token, and failed authentications per client address.
 
 Each budget is "N per period" (``100/second``, the ``limits`` notation), spent in bursts of at
-most N, by a generic cell rate algorithm (GCRA). Under ``plantstore serve`` every worker of the
-machine spends one budget, kept in shared memory (``machine_budget.py``); in a process of its
-own (an app in a test) ``Budget`` keeps it in memory: one float per key and no lock, clock
-read or timer beyond one ``monotonic()``. With ``PLANTSTORE_REDIS_URL`` set, every instance
-spends the same budget through the ``limits`` library's Redis storage instead, as a moving
-window (never more than N in any period: a fixed window admitted up to 2N across its edge).
-An address that has failed authentication too often is refused (429) before
+most N. In one process it is kept by ``Budget``, a generic cell rate algorithm (GCRA): one
+float per key and no lock, clock read or timer beyond one ``monotonic()``, where the ``limits``
+library's memory storage cost a tenth of a list request. With ``PLANTSTORE_REDIS_URL`` set,
+every instance spends the same budget through the ``limits`` library's Redis storage instead,
+as a moving window (never more than N in any period: a fixed window admitted up to 2N across
+its edge). An address that has failed authentication too often is refused (429) before
 its token is even looked up, so tokens cannot be guessed quickly; requests with a good token
 never count against it. If Redis cannot be reached the limits are not enforced (logged): they
 protect the service, and must not take it down.
@@ -18,7 +17,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
 
 from limits import RateLimitItem
 from limits.aio.strategies import MovingWindowRateLimiter
@@ -27,7 +25,6 @@ from starlette.types import Scope
 
 from ..errors import TooManyRequests
 from ..settings import parse_rate
-from .machine_budget import MachineBudget, MachineTable, hex_key, text_key
 
 log = logging.getLogger(__name__)
 _WARN_EVERY_SECONDS = 5.0
@@ -126,24 +123,14 @@ class SharedBudget:
 class RateLimits:
     """The two budgets a request may spend; a check raises a 429 when one is used up."""
 
-    def __init__(
-        self,
-        per_token: str,
-        auth_failures: str,
-        redis_url: str | None,
-        machine: MachineTable | None = None,
-    ) -> None:
+    def __init__(self, per_token: str, auth_failures: str, redis_url: str | None) -> None:
         shared = None
         if redis_url:
             uri = f"async+{redis_url.removeprefix('async+')}"
             shared = MovingWindowRateLimiter(storage_from_string(uri))
         failures = _FailureLog()
-        self._per_token = _budget(
-            parse_rate(per_token), shared, "token", failures, machine, hex_key
-        )
-        self._failures = _budget(
-            parse_rate(auth_failures), shared, "auth-failure", failures, machine, text_key
-        )
+        self._per_token = _budget(parse_rate(per_token), shared, "token", failures)
+        self._failures = _budget(parse_rate(auth_failures), shared, "auth-failure", failures)
 
     async def spend_token_request(self, token_hash: str) -> None:
         if self._per_token is not None and (wait := await self._per_token.spend(token_hash)):
@@ -171,18 +158,11 @@ def _budget(
     shared: MovingWindowRateLimiter | None,
     kind: str,
     failures: _FailureLog,
-    machine: MachineTable | None,
-    key_of: Callable[[str], int],
-) -> Budget | SharedBudget | MachineBudget | None:
-    """No budget for "off"; in Redis when it is configured; shared by the machine's workers
-    under ``serve``; in this process otherwise."""
+) -> Budget | SharedBudget | None:
+    """No budget for "off"; in Redis when it is configured; in this process otherwise."""
     if item is None:
         return None
-    if shared is not None:
-        return SharedBudget(shared, item, kind, failures)
-    if machine is not None:
-        return MachineBudget(machine, kind, item, key_of)
-    return Budget(item)
+    return Budget(item) if shared is None else SharedBudget(shared, item, kind, failures)
 
 
 class _FailureLog:
