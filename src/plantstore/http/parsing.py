@@ -15,7 +15,7 @@ import msgspec
 from starlette.requests import ClientDisconnect, Request
 
 from ..errors import BadRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
-from .peer import still_connected
+from .peer import client_still_there
 
 T = TypeVar("T")
 INT64_MIN = -(2**63)
@@ -73,7 +73,7 @@ async def _receive_body(request: Request, max_bytes: int) -> bytes:
     while more_body:  # receive() directly: ``request.stream()``'s async generator cost 5 µs
         message = await request.receive()
         if message["type"] == "http.disconnect":
-            raise _body_cut_short(request)
+            raise await _body_cut_short(request)
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > max_bytes:
@@ -83,10 +83,10 @@ async def _receive_body(request: Request, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
-def _body_cut_short(request: Request) -> Exception:
+async def _body_cut_short(request: Request) -> Exception:
     """A body that ended early: the server refused its framing if the client still waits for
     an answer (a 400), else the client left (nobody to answer; logged as 499)."""
-    if still_connected(request.scope):
+    if await client_still_there(request.scope):
         return BadRequest(
             "the request body is malformed: its framing (chunked encoding or Content-Length) "
             "cannot be read"
