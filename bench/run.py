@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from copy_phase import copy_phase
 from lib import report
 from lib.loads import fresh_sqlite, half_rate
 from lib.measure import Measurement, Options, not_run
@@ -77,6 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sandbox-users", type=int, default=None, help="expired users to purge (default 10000)"
     )
     parser.add_argument("--skip-webhooks", action="store_true", help="no webhooks_phase.py")
+    parser.add_argument("--skip-copy", action="store_true", help="no copy_phase.py (db copy)")
     parser.add_argument("--profile", action="store_true", help="py-spy during list 10, create")
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help="directory for the JSON (and the scratch)"
@@ -117,6 +119,7 @@ class Phases:
     workers: list[WorkerRow]
     sandbox: SandboxResult
     webhooks: list[str] = field(default_factory=list)  # webhooks_phase.py's summary lines
+    copy: list[str] = field(default_factory=list)  # copy_phase.py's summary lines
 
 
 def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phases:
@@ -158,7 +161,12 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
         rows += figures.rows
         webhook_lines = figures.summary()
     more_rows, more_peers = postgres_phases(options, args, layout)
-    return Phases(rows + more_rows, peers + more_peers, workers, sandbox, webhook_lines)
+    copy_lines = ["not run: --skip-copy" if args.skip_copy else "not run: --skip-postgres"]
+    if not (args.skip_copy or args.skip_postgres):
+        print("plantstore db copy, SQLite to PostgreSQL, unpinned", flush=True)
+        plants = 10**6 if not args.quick else 10**5
+        copy_lines = copy_phase(args.postgres, plants, options.workdir).summary()
+    return Phases(rows + more_rows, peers + more_peers, workers, sandbox, webhook_lines, copy_lines)
 
 
 def postgres_phases(
@@ -211,6 +219,8 @@ def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
         print(f"warning: up to {100 * max(shares):.0f}% of the server's core went elsewhere")
     print("webhooks (bench/webhooks_phase.py):")
     print("\n".join(f"  {line}" for line in phases.webhooks))
+    print("db copy (bench/copy_phase.py):")
+    print("\n".join(f"  {line}" for line in phases.copy))
     print()
     print(peer_report.table(peers, top, pin))
     print()
@@ -270,6 +280,7 @@ def main() -> None:
         "sqlite_workers": workers_report.as_json(phases.workers),
         "sandbox": phases.sandbox.as_json(),
         "webhooks": phases.webhooks,
+        "db_copy": phases.copy,
         "targets": [{**vars(target), "verdict": target.verdict} for target in found],
     }
     path = report.write_json(args.results, stamp, payload)

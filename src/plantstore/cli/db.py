@@ -1,4 +1,5 @@
-"""``plantstore db upgrade|backup``: the schema, and a checked copy of a live SQLite database.
+"""``plantstore db upgrade|backup|copy``: the schema, a checked copy of a live SQLite database,
+and a whole deployment carried to another database (SQLite to PostgreSQL, and back).
 
 Unlike the other commands ``backup`` does not migrate first: a backup taken before an upgrade
 must hold the database as it was, and a path that holds no database is an error, not a new one.
@@ -6,13 +7,20 @@ must hold the database as it was, and a path that holds no database is an error,
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
+from click._termui_impl import ProgressBar
 
-from ..commandline import settings_for
+from ..commandline import echo_table, settings_for
+from ..db.copy import CopyError, CopyReport, copy_database
+from ..db.copy.run import Progress
+from ..db.failures import StoreOpenError
 from ..db.sqlite.backup import BackupError, back_up
-from ..db.urls import redacted, sqlite_path
+from ..db.urls import backend_of, redacted, sqlite_path
 from ..settings import SettingsError, load_settings
 
 POSTGRES_ADVICE = (
@@ -54,4 +62,78 @@ def db_backup(ctx: click.Context, path: Path) -> None:
     click.echo(
         f"Backed up {source} to {report.path} in {report.seconds:.2f} s: "
         f"{report.size_bytes:,} bytes, users {report.users}, plants {report.plants}, integrity ok."
+    )
+
+
+@db.command("copy")
+@click.argument("source_url")
+@click.argument("target_url")
+@click.option(
+    "--batch-rows",
+    type=click.IntRange(min=1),
+    default=5000,
+    show_default=True,
+    help="Rows read and written at a time (memory stays bounded by it).",
+)
+def db_copy(source_url: str, target_url: str, batch_rows: int) -> None:
+    """Copy a whole deployment from SOURCE_URL into the empty database TARGET_URL.
+
+    Users, tokens, plants, webhook subscriptions and their undelivered events, sandbox tokens,
+    the secrets and every id sequence: the target serves as the source did. The source is read
+    as one snapshot, so it may keep serving; writes it takes after the copy starts stay behind.
+    """
+    for url in (source_url, target_url):
+        try:
+            backend_of(url)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+    click.echo(f"Copying {redacted(source_url)} to {redacted(target_url)} ...")
+    try:
+        with _progress_bar() as (on_start, progress):
+            report = copy_database(
+                source_url,
+                target_url,
+                batch_rows=batch_rows,
+                on_start=on_start,
+                progress=progress,
+            )
+    except (CopyError, StoreOpenError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"cannot copy: {exc}") from None
+    _report(report)
+
+
+@contextlib.contextmanager
+def _progress_bar() -> Iterator[tuple[Callable[[int], None] | None, Progress | None]]:
+    """A bar on a terminal; nothing when the output is a file or a pipe."""
+    if not sys.stderr.isatty():
+        yield None, None
+        return
+    with contextlib.ExitStack() as stack:
+        bars: list[ProgressBar[int]] = []
+
+        def on_start(total: int) -> None:
+            bar = click.progressbar(length=total, label="rows", file=sys.stderr)
+            bars.append(stack.enter_context(bar))
+
+        def progress(table: str, rows: int) -> None:
+            bars[0].label = table
+            bars[0].update(rows)
+
+        yield on_start, progress
+
+
+def _report(report: CopyReport) -> None:
+    echo_table(
+        ("table", "source", "copied", "target"),
+        [
+            (count.table, f"{count.source:,}", f"{count.copied:,}", f"{count.target:,}")
+            for count in report.tables
+        ],
+    )
+    rate = report.rows / report.seconds if report.seconds else 0.0
+    click.echo(
+        f"Copied {report.rows:,} rows at schema revision {report.revision} in "
+        f"{report.seconds:.1f} s ({rate:,.0f} rows/s); every count matches the source."
     )
