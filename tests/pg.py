@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,8 +78,8 @@ class PostgresServer:
 def postgres_binaries() -> Path | None:
     """The directory holding initdb and pg_ctl, newest version first, if any."""
     found = shutil.which("pg_ctl")
-    if found:
-        return Path(found).parent
+    if found:  # where it really lies, beside pg_basebackup (a link on PATH may be alone)
+        return Path(found).resolve().parent
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), reverse=True)
     return Path(candidates[0]).parent if candidates else None
 
@@ -113,6 +114,34 @@ class ThrowawayCluster:
         subprocess.run(
             [*self._run_as, *command], check=True, capture_output=True, text=True, timeout=120
         )
+
+    def configure(self, **settings: str) -> None:
+        """Append ``name = 'value'`` lines to the cluster's postgresql.conf (the last wins)."""
+        lines = "".join(f"{name} = '{value}'\n" for name, value in settings.items())
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(lines)
+
+    def copy_as_standby_of(self, primary: ThrowawayCluster) -> ThrowawayCluster:
+        """Fill this (uninitialised) cluster with ``pg_basebackup -R`` of ``primary``: a
+        streaming standby of it."""
+        self._run(
+            str(self._bin / "pg_basebackup"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary.port),
+            "-U",
+            "postgres",
+            "-D",
+            str(self.data),
+            "-R",
+            "-X",
+            "stream",
+        )
+        return self
+
+    def promote(self) -> None:
+        self._run(str(self._bin / "pg_ctl"), "promote", "-w", "-D", str(self.data))
 
     def init(self) -> ThrowawayCluster:
         self._run(
@@ -169,3 +198,29 @@ def throwaway_cluster(*settings: str) -> Iterator[ThrowawayCluster]:
         yield cluster
     finally:
         cluster.remove()
+
+
+@contextlib.contextmanager
+def primary_and_synchronous_standby() -> Iterator[tuple[ThrowawayCluster, ThrowawayCluster]]:
+    """A primary whose every commit waits until its standby has flushed it, and that standby
+    (streaming, hot, promotable: once promoted it waits for no one)."""
+    binaries = postgres_binaries()
+    if binaries is None:
+        raise RuntimeError("no PostgreSQL binaries (initdb, pg_ctl, pg_basebackup) here")
+    primary = ThrowawayCluster(binaries).init()
+    standby = ThrowawayCluster(binaries)
+    try:
+        primary.configure(wal_level="replica", max_wal_senders="4", synchronous_standby_names="*")
+        primary.start()
+        standby.copy_as_standby_of(primary)
+        standby.configure(synchronous_standby_names="", hot_standby="on")
+        standby.start()
+        deadline = time.monotonic() + 30
+        while run_sql(primary.url, "SELECT sync_state FROM pg_stat_replication") != [[("sync",)]]:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the standby never became synchronous")
+            time.sleep(0.1)
+        yield primary, standby
+    finally:
+        standby.remove()
+        primary.remove()

@@ -17,7 +17,7 @@ from limits import RateLimitItem, parse
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .db.urls import Backend, backend_of
+from .db.urls import Backend, backend_of, for_writes
 from .formats import parse_duration, parse_schedule
 
 DEFAULT_DATABASE_URL = "sqlite:///data/plantstore.db"
@@ -96,7 +96,7 @@ class Settings(BaseSettings):
     @classmethod
     def _known_backend(cls, url: str) -> str:
         backend_of(url)  # raises for anything we cannot open
-        return url
+        return for_writes(url)
 
     @field_validator("rate_limit", "auth_failure_limit", "sandbox_issue_limit")
     @classmethod

@@ -7,7 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from plantstore.cli import main
-from plantstore.db.urls import backend_of, redacted
+from plantstore.db.urls import backend_of, postgres_hosts, redacted
+from plantstore.settings import SettingsError, load_settings
 
 PASSWORDS = ["S3cret/PW", "S3cret?PW", "S3cret#PW", "S3cret@PW", "S3cret%PW", "S/3?c#r@e%t"]
 COMMANDS = [
@@ -67,3 +68,35 @@ def test_no_command_prints_the_password(
         assert result.exit_code != 0, output
         for fragment in ("S3cret", "PW", "3?c", "r@e", "e%t"):
             assert fragment not in output, output
+
+
+def test_several_hosts_are_taken_as_libpq_writes_them() -> None:
+    url = "postgresql://admin:pw@h1:5432,h2:5433,[::1]:5434/plants"
+    assert backend_of(url) == "postgresql"
+    assert postgres_hosts(url) == ["h1:5432", "h2:5433", "[::1]:5434"]
+
+
+def test_with_several_hosts_the_service_asks_for_the_one_that_takes_writes() -> None:
+    """libpq's default, any, would keep the service on a standby that answers first."""
+    several = "postgresql://admin:pw@h1:5432,h2:5432/plants?connect_timeout=3"
+    assert load_settings(database_url=several).database_url == (
+        f"{several}&target_session_attrs=read-write"
+    )
+    one = "postgresql://admin:pw@h1:5432/plants"
+    assert load_settings(database_url=one).database_url == one
+    chosen = "postgresql://h1,h2/plants?target_session_attrs=primary"
+    assert load_settings(database_url=chosen).database_url == chosen
+
+
+@pytest.mark.parametrize("attrs", ["standby", "read-only", "prefer-standby"])
+def test_the_service_refuses_to_be_sent_to_a_standby(attrs: str) -> None:
+    with pytest.raises(SettingsError, match="plantstore writes"):
+        load_settings(database_url=f"postgresql://h1,h2/plants?target_session_attrs={attrs}")
+
+
+def test_an_unknown_session_attribute_and_a_bad_second_port_are_refused() -> None:
+    with pytest.raises(ValueError, match="target_session_attrs must be one of"):
+        backend_of("postgresql://h1,h2/plants?target_session_attrs=writable")
+    with pytest.raises(ValueError, match=r"admin:\*\*\*@h1:5432,h2:x/plants") as refused:
+        backend_of("postgresql://admin:S3cret@h1:5432,h2:x/plants")
+    assert "S3cret" not in str(refused.value)

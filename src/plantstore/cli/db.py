@@ -20,7 +20,7 @@ from ..db.copy import CopyError, CopyReport, copy_database
 from ..db.copy.run import Progress
 from ..db.failures import StoreOpenError
 from ..db.sqlite.backup import BackupError, back_up
-from ..db.urls import backend_of, redacted, sqlite_path
+from ..db.urls import backend_of, for_writes, redacted, sqlite_path
 from ..settings import SettingsError, load_settings
 
 POSTGRES_ADVICE = (
@@ -82,11 +82,11 @@ def db_copy(source_url: str, target_url: str, batch_rows: int) -> None:
     the secrets and every id sequence: the target serves as the source did. The source is read
     as one snapshot, so it may keep serving; writes it takes after the copy starts stay behind.
     """
-    for url in (source_url, target_url):
-        try:
-            backend_of(url)
-        except ValueError as exc:
-            raise click.ClickException(str(exc)) from None
+    try:
+        backend_of(source_url)
+        target_url = for_writes(target_url)  # several hosts: the one that takes writes
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"Copying {redacted(source_url)} to {redacted(target_url)} ...")
     try:
         with _progress_bar() as (on_start, progress):

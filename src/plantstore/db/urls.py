@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 Backend = Literal["sqlite", "postgresql"]
 
 _SQLITE_PREFIX = "sqlite:///"
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
+# libpq's target_session_attrs, as asyncpg takes them: which of several hosts to use.
+SESSION_ATTRS = ("any", "primary", "standby", "prefer-standby", "read-write", "read-only")
+WRITABLE_SESSION_ATTRS = ("any", "primary", "read-write")
 
 
 def backend_of(url: str) -> Backend:
@@ -41,10 +44,13 @@ def sqlite_path(url: str) -> Path:
 
 def _check_postgres(url: str) -> None:
     """Refuse a URL the driver would misread. The reason never quotes the URL's parts: a
-    password holding ``/`` or ``@`` moves the parser's idea of the port into it."""
+    password holding ``/`` or ``@`` moves the parser's idea of the port into it.
+
+    Several hosts are written as libpq writes them, ``host1:port1,host2:port2``."""
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 (parsing the port is the check)
+        for host in postgres_hosts(url):
+            urlsplit(f"postgresql://{host}").port  # noqa: B018 (parsing the port is the check)
     except ValueError:
         raise ValueError(
             f"malformed PostgreSQL URL {redacted(url)}: percent-encode any of "
@@ -55,6 +61,48 @@ def _check_postgres(url: str) -> None:
             f"malformed PostgreSQL URL {redacted(url)}: it takes no #fragment "
             "(percent-encode a # in the password as %23)"
         )
+    attrs = session_attrs(url)
+    if attrs is not None and attrs not in SESSION_ATTRS:
+        raise ValueError(
+            f"PostgreSQL URL {redacted(url)}: target_session_attrs must be one of "
+            f"{', '.join(SESSION_ATTRS)}"
+        )
+
+
+def postgres_hosts(url: str) -> list[str]:
+    """The ``host:port`` entries of a PostgreSQL URL (one, or several separated by commas)."""
+    netloc = url.partition("://")[2].partition("/")[0].partition("?")[0]
+    hosts = netloc.rpartition("@")[2]
+    return hosts.split(",") if hosts else []
+
+
+def session_attrs(url: str) -> str | None:
+    """The URL's ``target_session_attrs``, if it gives one."""
+    values = parse_qs(urlsplit(url).query).get("target_session_attrs")
+    return values[-1] if values else None
+
+
+def for_writes(url: str) -> str:
+    """``url`` as the service uses it: with several hosts and no ``target_session_attrs``,
+    ``read-write``, so that the service follows the host that accepts writes (libpq's own
+    default, ``any``, would stay on a standby that answers first).
+
+    A URL that asks for a standby or a read-only session is refused: the service writes."""
+    if backend_of(url) != "postgresql":
+        return url
+    attrs = session_attrs(url)
+    if attrs is None and len(postgres_hosts(url)) > 1:
+        parts = urlsplit(url)
+        query = "&".join(
+            filter(None, [parts.query, urlencode({"target_session_attrs": "read-write"})])
+        )
+        return urlunsplit(parts._replace(query=query))
+    if attrs is not None and attrs not in WRITABLE_SESSION_ATTRS:
+        raise ValueError(
+            f"PostgreSQL URL {redacted(url)}: plantstore writes, so target_session_attrs must be "
+            f"{', '.join(WRITABLE_SESSION_ATTRS)} (read-write follows a promoted standby)"
+        )
+    return url
 
 
 def redacted(url: str) -> str:

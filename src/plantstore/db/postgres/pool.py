@@ -33,6 +33,8 @@ def is_outage(exc: BaseException) -> bool:
     """Tell whether ``exc`` means the database cannot serve now, as opposed to a bug."""
     if isinstance(exc, OSError | TimeoutError | asyncpg.InterfaceError):
         return True
+    if isinstance(exc, asyncpg.TargetServerAttributeNotMatched):
+        return True  # every host answered, none accepts writes yet (before a promotion)
     if isinstance(exc, asyncpg.PostgresError):
         sqlstate = str(exc.sqlstate or "")
         return sqlstate[:2] in _OUTAGE_SQLSTATE_CLASSES or sqlstate == _READ_ONLY_SQLSTATE
