@@ -20,6 +20,7 @@ import asyncpg
 import httpx
 import pytest
 
+from plantstore.db.migrate import SCHEMA_HEAD, current_revision, upgrade
 from tests import pg
 from tests.conftest import (
     LiveServer,
@@ -257,3 +258,25 @@ def test_the_copy_reads_one_snapshot_while_the_source_serves(
     )
     assert all(counted == held for _, counted, held in users), users
     assert sum(held for _, _, held in users) > 120_000  # type: ignore[misc]
+
+
+def test_a_source_at_an_older_revision_is_copied_at_it_and_upgrades_on_the_target(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    source = database("sqlite", tmp_path, "source", request)
+    target = database("postgresql", tmp_path, "target", request)
+    upgrade(source, "0008")
+    with contextlib.closing(sqlite3.connect(source.removeprefix("sqlite:///"))) as conn, conn:
+        conn.execute("INSERT INTO users (id, name, created_at) VALUES (7, 'old', 0)")
+        conn.execute("INSERT INTO plants (user_id, id, name) VALUES (7, 1, 'kept')")
+    copied = copy(source, target)
+    assert copied.returncode == 0, copied.stderr
+    assert "revision 0008" in copied.stdout
+    assert current_revision(target) == "0008"
+    token = token_from_output(run_cli(target, "token", "create", "old"))  # upgrades first
+    assert current_revision(target) == SCHEMA_HEAD
+    server = start_server(target, tmp_path / "target.log")
+    try:
+        assert all_plants(server, token) == [{"name": "kept"}]
+    finally:
+        stop_server(server)
