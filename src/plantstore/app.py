@@ -38,6 +38,7 @@ from .errors import PlantstoreError
 from .http.cors import ContractCORS
 from .http.dispatch import FastRoutes
 from .http.keepalive import DrainUnreadBody
+from .http.machine_budget import MachineTable
 from .http.ratelimit import RateLimits
 from .http.responses import NO_ANSWER, encoder, error_response, unexpected_error_response
 from .openapi.docs_page import DocsPage
@@ -141,7 +142,10 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
             if jwt is not None:
                 await jwt.start()
             limits = RateLimits(
-                settings.rate_limit, settings.auth_failure_limit, settings.redis_url
+                settings.rate_limit,
+                settings.auth_failure_limit,
+                settings.redis_url,
+                MachineTable.inherited(),  # serve's workers: one budget for them all
             )
             authenticator = Authenticator(
                 tokens, settings.token_cache_seconds, limits, settings.trusted_proxy_addresses, jwt

@@ -17,6 +17,7 @@ from .. import __version__
 from ..auth.cli import issue_first_token
 from ..commandline import settings_for
 from ..db.urls import redacted
+from ..http.machine_budget import MachineTable
 from ..ops.logs import configure_logging
 from ..ops.metrics_server import MULTIPROCESS_VARIABLE, serve_metrics
 from .connections import connections_per_worker, raise_open_file_limit
@@ -64,6 +65,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         after_in_parent=_release_stop_signals,
         after_in_child=_stop_signals_end_a_starting_worker,
     )
+    if settings.workers > 1:  # one worker keeps its budgets in its own memory, as exactly
+        MachineTable().share_with_workers()
     with _metrics(settings.metrics_listen):
         Granian(
             "plantstore.app:create_app_from_env",

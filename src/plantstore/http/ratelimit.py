@@ -1,9 +1,11 @@
 """Rate limits: requests per token, and failed authentications per client address.
 
 Each budget is "N per period" (``100/second``, the ``limits`` notation), spent in bursts of at
-most N. In one process it is kept by ``Budget``, a generic cell rate algorithm (GCRA): one
-float per key and no lock, clock read or timer beyond one ``monotonic()``, where the ``limits``
-library's memory storage cost a tenth of a list request. With ``PLANTSTORE_REDIS_URL`` set,
+most N, by a generic cell rate algorithm (GCRA). Under ``plantstore serve`` with several
+workers, every worker of the machine spends one budget, kept in shared memory
+(``machine_budget.py``); in a single process ``Budget`` keeps it in memory: one float per key
+and no lock, clock read or timer beyond one ``monotonic()``, where the ``limits`` library's
+memory storage cost a tenth of a list request. With ``PLANTSTORE_REDIS_URL`` set,
 every instance spends the same budget through the ``limits`` library's Redis storage instead,
 as a moving window (never more than N in any period: a fixed window admitted up to 2N across
 its edge). An address that has failed authentication too often is refused (429) before
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 
 from limits import RateLimitItem
 from limits.aio.strategies import MovingWindowRateLimiter
@@ -25,6 +28,7 @@ from starlette.types import Scope
 
 from ..errors import TooManyRequests
 from ..settings import parse_rate
+from .machine_budget import MachineBudget, MachineTable, hex_key, text_key
 
 log = logging.getLogger(__name__)
 _WARN_EVERY_SECONDS = 5.0
@@ -123,14 +127,24 @@ class SharedBudget:
 class RateLimits:
     """The two budgets a request may spend; a check raises a 429 when one is used up."""
 
-    def __init__(self, per_token: str, auth_failures: str, redis_url: str | None) -> None:
+    def __init__(
+        self,
+        per_token: str,
+        auth_failures: str,
+        redis_url: str | None,
+        machine: MachineTable | None = None,
+    ) -> None:
         shared = None
         if redis_url:
             uri = f"async+{redis_url.removeprefix('async+')}"
             shared = MovingWindowRateLimiter(storage_from_string(uri))
         failures = _FailureLog()
-        self._per_token = _budget(parse_rate(per_token), shared, "token", failures)
-        self._failures = _budget(parse_rate(auth_failures), shared, "auth-failure", failures)
+        self._per_token = _budget(
+            parse_rate(per_token), shared, "token", failures, machine, hex_key
+        )
+        self._failures = _budget(
+            parse_rate(auth_failures), shared, "auth-failure", failures, machine, text_key
+        )
 
     async def spend_token_request(self, token_hash: str) -> None:
         if self._per_token is not None and (wait := await self._per_token.spend(token_hash)):
@@ -158,11 +172,18 @@ def _budget(
     shared: MovingWindowRateLimiter | None,
     kind: str,
     failures: _FailureLog,
-) -> Budget | SharedBudget | None:
-    """No budget for "off"; in Redis when it is configured; in this process otherwise."""
+    machine: MachineTable | None,
+    key_of: Callable[[str], int],
+) -> Budget | SharedBudget | MachineBudget | None:
+    """No budget for "off"; in Redis when it is configured; shared by the machine's workers
+    under a ``serve`` of several; in this process otherwise."""
     if item is None:
         return None
-    return Budget(item) if shared is None else SharedBudget(shared, item, kind, failures)
+    if shared is not None:
+        return SharedBudget(shared, item, kind, failures)
+    if machine is not None:
+        return MachineBudget(machine, kind, item, key_of)
+    return Budget(item)
 
 
 class _FailureLog:

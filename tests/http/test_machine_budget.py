@@ -1,0 +1,123 @@
+"""One set of limits per machine, without Redis: the workers of one ``plantstore serve`` spend
+one rate budget per token and one failed-authentication budget per address, exactly, through
+a table in shared memory; a worker killed holding its lock wedges nobody."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+from limits import parse
+
+from plantstore.http.machine_budget import STALE_LOCK_S, MachineBudget, MachineTable, hex_key
+from tests.conftest import (
+    LiveServer,
+    bearer,
+    child_pids,
+    start_server,
+    stop_server,
+    wait_for_started_workers,
+)
+
+WORKERS = 3
+FORK = multiprocessing.get_context("fork")
+
+
+def serve_three(tmp_path: Path, **env: str) -> LiveServer:
+    server = start_server(
+        f"sqlite:///{tmp_path / 'machine.db'}",
+        tmp_path / "serve.log",
+        "--workers",
+        str(WORKERS),
+        **env,
+    )
+    wait_for_started_workers(server, WORKERS)
+    assert len(child_pids(server.process.pid)) == WORKERS
+    return server
+
+
+def answered_by(response: httpx.Response) -> str:
+    """The answering process: a generated request id starts with its process's prefix."""
+    return response.headers["x-request-id"][:12]
+
+
+def on_new_connection(server: LiveServer, headers: dict[str, str]) -> httpx.Response:
+    """GET /plants on a connection of its own, so the kernel spreads the requests."""
+    with httpx.Client(base_url=server.base_url, headers={"Connection": "close"}) as http:
+        return http.get("/plants", headers=headers)
+
+
+def test_three_workers_admit_one_token_budget(tmp_path: Path) -> None:
+    # Per hour: a budget refills a request every 2 minutes, none while the test runs, so
+    # exactly 30 are admitted (at 30/minute one more would be, legitimately, every 2 s).
+    server = serve_three(tmp_path, PLANTSTORE_RATE_LIMIT="30/hour")
+    try:
+        answers = [on_new_connection(server, bearer(server.token)) for _ in range(90)]
+    finally:
+        stop_server(server)
+    statuses = [answer.status_code for answer in answers]
+    assert statuses.count(200) == 30, statuses
+    assert statuses.count(429) == 60
+    assert len({answered_by(answer) for answer in answers}) > 1, "one worker answered all"
+
+
+def test_three_workers_count_one_failed_login_budget(tmp_path: Path) -> None:
+    server = serve_three(tmp_path, PLANTSTORE_AUTH_FAILURE_LIMIT="12/hour")
+    try:
+        answers = [on_new_connection(server, bearer("pst_" + f"{n:043d}")) for n in range(36)]
+    finally:
+        stop_server(server)
+    statuses = [answer.status_code for answer in answers]
+    assert statuses.count(401) == 12, statuses
+    assert statuses.count(429) == 24
+    assert len({answered_by(answer) for answer in answers}) > 1
+
+
+def _spend_many(table: MachineTable, key: str, count: int, results: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    budget = MachineBudget(table, "token", parse("50/hour"), hex_key)
+
+    async def spend() -> int:
+        return sum([await budget.spend(key) == 0 for _ in range(count)])
+
+    results.put(asyncio.run(spend()))
+
+
+def test_racing_processes_admit_exactly_the_budget() -> None:
+    table = MachineTable()
+    results: multiprocessing.Queue = FORK.Queue()  # type: ignore[type-arg]
+    racers = [
+        FORK.Process(target=_spend_many, args=(table, "ab" * 32, 40, results)) for _ in range(4)
+    ]
+    for racer in racers:
+        racer.start()
+    admitted = [results.get(timeout=30) for _ in racers]
+    for racer in racers:
+        racer.join(10)
+    assert sum(admitted) == 50
+    assert sum(1 for count in admitted if count) > 1, admitted  # they did race
+
+
+def test_a_worker_killed_holding_the_lock_wedges_nobody() -> None:
+    table = MachineTable()
+    ready = FORK.Event()
+
+    def hold_forever() -> None:
+        table.acquire()
+        ready.set()
+        time.sleep(60)
+
+    holder = FORK.Process(target=hold_forever)
+    holder.start()
+    assert ready.wait(10)
+    os.kill(holder.pid or 0, signal.SIGKILL)
+    holder.join(10)
+    budget = MachineBudget(table, "token", parse("1/hour"), hex_key)
+    started = time.monotonic()
+    assert asyncio.run(budget.spend("cd" * 32)) == 0.0
+    assert STALE_LOCK_S <= time.monotonic() - started < STALE_LOCK_S + 1.0
+    assert asyncio.run(budget.spend("cd" * 32)) > 0  # the lock works again: no wait, refused
