@@ -3,8 +3,8 @@
     git worktree add /tmp/before <commit>
     .venv/bin/python bench/trees.py /tmp/before/src src --rounds 3 --seconds 8
 
-Each tree's ``plantstore serve`` (one worker, every feature on as shipped, limits far above
-the load) runs alone on one pinned core with wrk on the other, on a SQLite file of its own
+Each tree's ``plantstore serve`` (one worker unless ``--workers``, every feature on as shipped,
+limits far above the load) runs alone on one pinned core with wrk on the other, on a SQLite file of its own
 seeded alike (the bench user's 20 plants plus 100,000 of other users'). The trees take
 turns, round after round (A, B, A, B, …), so a drift of the machine touches both; each
 ratio (B / A) is reported as its median and range over the rounds. The trees share this
@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=8, help="per scenario and tree")
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=1, help="serve --workers (on one core)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="trees-", dir=HERE / "results"))
     require_real_disk(workdir)
@@ -63,7 +64,7 @@ def compare(args: argparse.Namespace, workdir: Path) -> None:
     for round_number in range(1, args.rounds + 1):
         for tree in trees:
             print(f"round {round_number}, tree {tree.name} ({tree.source})", flush=True)
-            for scenario, measured in run_tree(options, tree, round_number).items():
+            for scenario, measured in run_tree(options, tree, round_number, args.workers).items():
                 assert measured.result is not None
                 rates[scenario][tree.name].append(measured.result.good_rate)
                 cpu[scenario][tree.name].append(measured.cpu_us_per_request or 0.0)
@@ -77,10 +78,17 @@ def seeded(options: Options, name: str, source: Path) -> Tree:
     return Tree(name, source.resolve(), url, token)
 
 
-def run_tree(options: Options, tree: Tree, round_number: int) -> dict[str, Measurement]:
+def run_tree(
+    options: Options, tree: Tree, round_number: int, workers: int
+) -> dict[str, Measurement]:
     os.environ["PYTHONPATH"] = str(tree.source)  # the server, not this script, imports it
     server: Server = start_service(
-        options, f"{tree.name}-{round_number}", tree.database_url, tree.token
+        options,
+        f"{tree.name}-{round_number}",
+        tree.database_url,
+        tree.token,
+        "--workers",
+        str(workers),
     )
     try:
         warm_up(server, options)
@@ -101,7 +109,10 @@ def report(
     cpu: dict[str, dict[str, list[float]]],
     args: argparse.Namespace,
 ) -> None:
-    print(f"\n{args.rounds} rounds of {args.seconds} s, A = {args.before}, B = {args.after}")
+    print(
+        f"\n{args.rounds} rounds of {args.seconds} s, {args.workers} worker(s), "
+        f"A = {args.before}, B = {args.after}"
+    )
     print(
         "| scenario | A req/s (median) | B req/s (median) | B / A median [range] | CPU µs/req A → B |"
     )

@@ -45,6 +45,7 @@ from .openapi.docs_page import DocsPage
 from .openapi.document import build_document
 from .openapi.parts import Document, DocumentPart
 from .ops import health, metrics
+from .ops.duty import OncePerMachine
 from .ops.health import HealthRoutes
 from .ops.logs import WEBHOOK_LOGGER, access_logger, configure_logging
 from .ops.observe import Observe
@@ -138,6 +139,9 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
         purge = SandboxPurge(
             sandbox, purge_interval(settings.sandbox_ttl_seconds), issue_window_seconds(settings)
         )
+        background = OncePerMachine(
+            [(dispatcher.start, dispatcher.stop), (purge.begin, purge.stop)]
+        )
         try:
             if jwt is not None:
                 await jwt.start()
@@ -156,14 +160,12 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
             if features.sandbox is not None:
                 issuer = SandboxIssuer(sandbox, settings, await sandbox.address_key())
                 features.sandbox.start(issuer)
-            purge.start()
-            await dispatcher.start()
+            await background.start()  # here, or in whichever worker holds the machine's duty
             if freeze_after_start:
                 _freeze_startup_objects()
             yield
         finally:
-            await dispatcher.stop()
-            await purge.stop()
+            await background.stop()
             if jwt is not None:
                 await jwt.close()
             await webhooks.close()

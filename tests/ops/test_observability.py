@@ -368,7 +368,37 @@ def test_metrics_are_served_on_the_shipped_default_address(tmp_path: Path) -> No
     assert counted == 1, answer.text[:2000]
 
 
+def test_a_second_server_on_the_machine_serves_without_the_taken_default_metrics_address(
+    tmp_path: Path,
+) -> None:
+    """The first plantstore holds 127.0.0.1:9464: a second, with no address of its own, says
+    so in its log and serves anyway."""
+    with default_metrics_port_to_ourselves():
+        host, port = DEFAULT_METRICS_ADDRESS.split(":")
+        with socket.socket() as first:
+            first.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            first.bind((host, int(port)))
+            first.listen()
+            server = start_server(
+                f"sqlite:///{tmp_path / 'second.db'}",
+                tmp_path / "server.log",
+                unset=["PLANTSTORE_METRICS_ADDRESS"],
+            )
+            try:
+                listed = httpx.get(
+                    f"{server.base_url}/plants", headers=bearer(server.token), timeout=10
+                )
+                log = server.log_path.read_text()
+            finally:
+                stop_server(server)
+    assert listed.status_code == 200
+    assert f"the default metrics address {DEFAULT_METRICS_ADDRESS} is taken" in log
+    assert "PLANTSTORE_METRICS_ADDRESS" in log
+    assert "Traceback" not in log
+
+
 def test_a_taken_metrics_address_stops_serve_with_one_line(tmp_path: Path) -> None:
+    """An address the operator chose is not quietly dropped."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

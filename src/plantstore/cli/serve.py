@@ -18,10 +18,12 @@ from ..auth.cli import issue_first_token
 from ..commandline import settings_for
 from ..db.urls import redacted
 from ..http.machine_budget import MachineTable
+from ..ops.duty import machine_duty
 from ..ops.logs import configure_logging
 from ..ops.metrics_server import MULTIPROCESS_VARIABLE, serve_metrics
 from .connections import connections_per_worker, raise_open_file_limit
 
+METRICS_VARIABLE = "PLANTSTORE_METRICS_ADDRESS"
 MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; granian (hyper) answers 431 past it
 
 
@@ -36,6 +38,7 @@ MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; granian (hyper) answe
 @click.pass_context
 def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None) -> None:
     """Serve the API until interrupted."""
+    chosen_metrics = METRICS_VARIABLE in os.environ  # before the settings are exported below
     settings = settings_for(ctx, host=host, port=port, workers=workers)
     issue_first_token(settings)
     for name, value in settings.model_dump().items():  # the workers read these back
@@ -67,7 +70,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     )
     if settings.workers > 1:  # one worker keeps its budgets in its own memory, as exactly
         MachineTable().share_with_workers()
-    with _metrics(settings.metrics_listen):
+    with _metrics(settings.metrics_listen, chosen=chosen_metrics), _duty(settings.workers):
         Granian(
             "plantstore.app:create_app_from_env",
             factory=True,
@@ -123,8 +126,23 @@ def _end_starting_worker(signum: int, frame: object) -> None:
 
 
 @contextlib.contextmanager
-def _metrics(listen: tuple[str, int] | None) -> Iterator[None]:
-    """``/metrics`` on its own address, fed by every worker through a fresh shared directory."""
+def _duty(workers: int) -> Iterator[None]:
+    """With several workers, one of them at a time runs the machine's background jobs."""
+    if workers == 1:
+        yield
+        return
+    with machine_duty():
+        yield
+
+
+@contextlib.contextmanager
+def _metrics(listen: tuple[str, int] | None, *, chosen: bool) -> Iterator[None]:
+    """``/metrics`` on its own address, fed by every worker through a fresh shared directory.
+
+    An address the operator chose that cannot be listened on stops ``serve``; the shipped
+    default taken (by another plantstore on the machine, say) is said in the log, and this
+    one serves without a metrics listener.
+    """
     if listen is None:
         yield
         return
@@ -133,10 +151,20 @@ def _metrics(listen: tuple[str, int] | None) -> Iterator[None]:
         try:
             serve_metrics(host, port, directory)
         except OSError as exc:
-            raise click.ClickException(
-                f"cannot serve metrics on {host}:{port} ({exc.strerror}); "
-                "set PLANTSTORE_METRICS_ADDRESS to another address, or to off"
-            ) from None
+            os.environ.pop(MULTIPROCESS_VARIABLE, None)
+            if chosen:
+                raise click.ClickException(
+                    f"cannot serve metrics on {host}:{port} ({exc.strerror}); "
+                    f"set {METRICS_VARIABLE} to another address, or to off"
+                ) from None
+            structlog.get_logger("plantstore").warning(
+                f"metrics not served: the default metrics address {host}:{port} is taken "
+                f"({exc.strerror}; another plantstore on this machine?); serving without them. "
+                f"Set {METRICS_VARIABLE} to give this server an address of its own",
+                metrics_address=f"{host}:{port}",
+            )
+            yield
+            return
         try:
             yield
         finally:

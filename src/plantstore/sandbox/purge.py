@@ -87,6 +87,10 @@ class SandboxPurge:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="sandbox-purge")
 
+    async def begin(self) -> None:
+        """``start``, as the machine's background jobs are started."""
+        self.start()
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
