@@ -135,6 +135,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["list", "create"])
     parser.add_argument("count", type=int, help="requests, a multiple of 32")
+    parser.add_argument(
+        "--machine-table",
+        action="store_true",
+        help="the rate budgets in the table serve shares among several workers",
+    )
     args = parser.parse_args()
     prepare(Path(tempfile.mkdtemp(prefix="plantstore-callgrind-")))
+    if args.machine_table:
+        from plantstore.http.machine_budget import MachineTable
+
+        MachineTable().share_with_workers()
     asyncio.run(main(args.mode, args.count))

@@ -151,7 +151,8 @@ def _metrics(listen: tuple[str, int] | None, *, chosen: bool) -> Iterator[None]:
         try:
             serve_metrics(host, port, directory)
         except OSError as exc:
-            os.environ.pop(MULTIPROCESS_VARIABLE, None)
+            # The workers still write their samples to the directory (prometheus_client is
+            # imported in multiprocess mode by now): nobody serves them.
             if chosen:
                 raise click.ClickException(
                     f"cannot serve metrics on {host}:{port} ({exc.strerror}); "
@@ -163,8 +164,6 @@ def _metrics(listen: tuple[str, int] | None, *, chosen: bool) -> Iterator[None]:
                 f"Set {METRICS_VARIABLE} to give this server an address of its own",
                 metrics_address=f"{host}:{port}",
             )
-            yield
-            return
         try:
             yield
         finally:
