@@ -20,13 +20,14 @@ admit that key's requests early: with 65,536 cells, only under far more live key
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import mmap
 import multiprocessing
 import struct
-import time
 from collections.abc import Callable
+from time import monotonic
 
 from limits import RateLimitItem
 
@@ -37,6 +38,7 @@ SLOTS = 1 << 16
 _MASK = SLOTS - 1
 _PROBES = 8
 _CELL = struct.Struct("=Qd")  # key (0: never used), theoretical arrival time (monotonic s)
+_unpack, _pack = _CELL.unpack_from, _CELL.pack_into
 STALE_LOCK_S = 0.5
 _REMEMBERED = 100_000  # cell positions a worker remembers per kind before starting afresh
 
@@ -47,8 +49,8 @@ class MachineTable:
     """The shared mapping and its lock, made once by ``serve`` and inherited by the workers."""
 
     def __init__(self) -> None:
-        self._map = mmap.mmap(-1, len(KINDS) * SLOTS * _CELL.size)  # MAP_SHARED, anonymous
-        self._lock = multiprocessing.get_context("fork").Lock()
+        self.map = mmap.mmap(-1, len(KINDS) * SLOTS * _CELL.size)  # MAP_SHARED, anonymous
+        self.lock = multiprocessing.get_context("fork").Lock()
 
     def share_with_workers(self) -> None:
         """Make this the table ``inherited`` returns in every process forked from now on."""
@@ -61,18 +63,19 @@ class MachineTable:
         return _inherited
 
     def acquire(self) -> None:
-        if not self._lock.acquire(timeout=STALE_LOCK_S):
-            log.warning(
-                "the rate budgets' lock was held for %.1f s (a worker died holding it): "
-                "taking it over",
-                STALE_LOCK_S,
-            )
+        if not self.lock.acquire(True, STALE_LOCK_S):
+            self.took_over()
 
     def release(self) -> None:
-        try:  # noqa: SIM105 (a context manager would cost the hot path more)
-            self._lock.release()
-        except ValueError:  # released already: a lock taken over from a live, slow holder
-            pass
+        with contextlib.suppress(ValueError):  # released already: taken over from a slow holder
+            self.lock.release()
+
+    @staticmethod
+    def took_over() -> None:
+        log.warning(
+            "the rate budgets' lock was held for %.1f s (a worker died holding it): taking it over",
+            STALE_LOCK_S,
+        )
 
     def find(self, kind: int, key: int, now: float) -> tuple[int, float]:
         """The key's cell and its arrival time; for a new key, a free cell (or the one nearest
@@ -82,7 +85,7 @@ class MachineTable:
         oldest, oldest_arrival = -1, float("inf")
         for probe in range(_PROBES):
             offset = (base + ((key + probe) & _MASK)) * _CELL.size
-            held, arrival = _CELL.unpack_from(self._map, offset)
+            held, arrival = _unpack(self.map, offset)
             if held == key:
                 return offset, arrival
             if free < 0 and (held == 0 or arrival <= now):
@@ -91,22 +94,21 @@ class MachineTable:
                 oldest, oldest_arrival = offset, arrival
         return (free if free >= 0 else oldest), now
 
-    def read(self, offset: int) -> tuple[int, float]:
-        held, arrival = _CELL.unpack_from(self._map, offset)
-        return held, arrival
-
-    def write(self, offset: int, key: int, arrival: float) -> None:
-        _CELL.pack_into(self._map, offset, key, arrival)
-
 
 class MachineBudget:
-    """A budget kept in the machine table, with ``Budget``'s interface."""
+    """A budget kept in the machine table, with ``Budget``'s interface.
+
+    ``spend`` is on every request's path, so its common case (a key whose cell this worker
+    knows) is written out flat: the lock, the clock, one unpack and one pack.
+    """
 
     def __init__(
         self, table: MachineTable, kind: str, item: RateLimitItem, key_of: Callable[[str], int]
     ) -> None:
         period = float(item.get_expiry())
         self._table = table
+        self._map = table.map
+        self._lock = table.lock
         self._kind = KINDS.index(kind)
         self._interval = period / item.amount
         self._tolerance = period - self._interval
@@ -117,33 +119,52 @@ class MachineBudget:
         return self._use(key, spend=False)
 
     async def spend(self, key: str) -> float:
-        return self._use(key, spend=True)
+        remembered = self._cells.get(key)
+        if remembered is None:
+            return self._use(key, spend=True)
+        number, offset = remembered
+        lock = self._lock
+        if not lock.acquire(True, STALE_LOCK_S):
+            self._table.took_over()
+        try:
+            now = monotonic()
+            held: int
+            arrival: float
+            held, arrival = _unpack(self._map, offset)
+            if held == number:
+                if arrival < now:
+                    arrival = now
+                wait = arrival - self._tolerance - now
+                if wait > 0:
+                    return wait
+                _pack(self._map, offset, number, arrival + self._interval)
+                return 0.0
+        finally:
+            try:  # noqa: SIM105 (a context manager would cost every request more)
+                lock.release()
+            except ValueError:  # released already: the lock was taken over from a slow holder
+                pass
+        return self._use(key, spend=True)  # the cell went to another key: look again
 
     def _use(self, key: str, *, spend: bool) -> float:
-        """GCRA on the key's cell: 0 if a spend fits (made if ``spend``), else the wait."""
-        remembered = self._cells.get(key)
+        """GCRA on the key's cell, found afresh: 0 if a spend fits (made if ``spend``), else
+        the wait."""
+        number = self._key_of(key)
         table = self._table
         table.acquire()
         try:
-            now = time.monotonic()
-            if remembered is not None:
-                number, offset = remembered
-                held, arrival = table.read(offset)
-                if held != number:  # the cell went to another key: look again
-                    offset, arrival = table.find(self._kind, number, now)
-            else:
-                number = self._key_of(key)
-                offset, arrival = table.find(self._kind, number, now)
+            now = monotonic()
+            offset, arrival = table.find(self._kind, number, now)
             if arrival < now:
                 arrival = now
             wait = arrival - self._tolerance - now
             if wait > 0:
                 return wait
             if spend:
-                table.write(offset, number, arrival + self._interval)
+                _pack(self._map, offset, number, arrival + self._interval)
         finally:
             table.release()
-        if remembered is None or remembered[1] != offset:
+        if spend:  # a cell of its own now: remember where
             if len(self._cells) >= _REMEMBERED:
                 self._cells.clear()
             self._cells[key] = (number, offset)
