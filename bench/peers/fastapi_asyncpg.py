@@ -119,8 +119,12 @@ async def create_plant(plant: NewPlant, user_id: UserId, pool: Pool) -> Plant:
             plant.name,
             plant.tag,
         )
-    except asyncpg.UniqueViolationError:
-        raise HTTPException(409, "a plant with this id exists") from None
+    except asyncpg.UniqueViolationError:  # a retried create is a 200, another plant a 409
+        held = await pool.fetchrow(
+            "SELECT name, tag FROM plants WHERE user_id = $1 AND id = $2", user_id, plant.id
+        )
+        if held is None or (held["name"], held["tag"]) != (plant.name, plant.tag):
+            raise HTTPException(409, "a plant with this id exists") from None
     return Plant(name=plant.name, tag=plant.tag)
 
 

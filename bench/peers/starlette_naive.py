@@ -73,8 +73,12 @@ async def create_plant(request: Request) -> Response:
             "INSERT INTO plants (user_id, id, name, tag) VALUES (?, ?, ?, ?)",
             (user, plant.id, plant.name, plant.tag),
         )
-    except sqlite3.IntegrityError:
-        return error(409, "a plant with this id exists")
+    except sqlite3.IntegrityError:  # a retried create is a 200, another plant on the id a 409
+        held = db.execute(
+            "SELECT name, tag FROM plants WHERE user_id = ? AND id = ?", (user, plant.id)
+        ).fetchone()
+        if held != (plant.name, plant.tag):
+            return error(409, "a plant with this id exists")
     return json(Plant(plant.name, plant.tag))
 
 

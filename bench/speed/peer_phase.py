@@ -145,6 +145,7 @@ def _contend(options: Options, name: str, label: str, backend: str, start: Start
     try:
         with start() as server:
             try:
+                smoke_check(server)
                 seed_over_http(server)
                 warm_up(server, options)
                 for key, what, load in SCENARIOS:
@@ -159,6 +160,44 @@ def _contend(options: Options, name: str, label: str, backend: str, start: Start
         print(f"    failed: {why}", flush=True)
         return _not_run(name, label, backend, why)
     return contender
+
+
+SMOKE_ID = 10**15  # far from the seeded plants and the timed creates' ids
+
+
+def smoke_check(server: Server) -> None:
+    """Before a server is timed, prove it answers the three operations as the contract says:
+    create 200, the same create again 200, another body on that id 409, list 200 with it,
+    delete 204, delete again 404, and no token 401. A server that does not is not timed."""
+    plant = {"id": SMOKE_ID, "name": "smoke", "tag": "s"}
+    steps = [
+        ("POST", "/plants", plant, True, 200),
+        ("POST", "/plants", plant, True, 200),
+        ("POST", "/plants", {"id": SMOKE_ID, "name": "other"}, True, 409),
+        ("GET", "/plants?limit=1000", None, True, 200),
+        ("DELETE", f"/plants/{SMOKE_ID}", None, True, 204),
+        ("DELETE", f"/plants/{SMOKE_ID}", None, True, 404),
+        ("GET", "/plants", None, False, 401),
+    ]
+    for method, path, body, authorized, wanted in steps:
+        headers = {"Content-Type": "application/json"}
+        if authorized:
+            headers["Authorization"] = f"Bearer {server.token}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(server.base_url + path, data, headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                status, answered = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            status, answered = exc.code, exc.read()
+        if status != wanted:
+            raise RuntimeError(f"smoke check: {method} {path} answered {status}, not {wanted}")
+        if (
+            method == "GET"
+            and authorized
+            and {"name": "smoke", "tag": "s"} not in json.loads(answered)
+        ):
+            raise RuntimeError("smoke check: the created plant is not in the list")
 
 
 def seed_over_http(server: Server) -> None:
