@@ -79,6 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-webhooks", action="store_true", help="no webhooks_phase.py")
     parser.add_argument("--skip-copy", action="store_true", help="no copy_phase.py (db copy)")
+    parser.add_argument(
+        "--peer-rounds", type=int, default=None, help="interleaved rounds of the peers (3)"
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy during list 10, create")
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help="directory for the JSON (and the scratch)"
@@ -89,6 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.results = args.results.resolve()
     quick = args.quick
     args.seconds = args.seconds or (2 if quick else 10)
+    args.peer_rounds = args.peer_rounds or (1 if quick else 3)
     args.users = args.users if args.users is not None else (50 if quick else 1_000)
     if args.sandbox_users is None:
         args.sandbox_users = 1_000 if quick else 10_000
@@ -137,7 +141,7 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
         peers = not_run_contenders(SQLITE, "--skip-peers")
     else:
         print("Peers on SQLite, server and wrk pinned", flush=True)
-        peers = sqlite_peers(options)
+        peers = sqlite_peers(options, args.peer_rounds)
     rows.append(reference(options, token, "ref_after", "reference app, after"))
     if args.skip_workers:
         workers = not_run_rows("--skip-workers")
@@ -185,7 +189,7 @@ def postgres_phases(
     if args.skip_peers:
         return rows, not_run_contenders(POSTGRES, "--skip-peers")
     print("Peers on PostgreSQL, servers and wrk pinned, PostgreSQL not", flush=True)
-    return rows, postgres_peers(options, args.postgres)
+    return rows, postgres_peers(options, args.postgres, args.peer_rounds)
 
 
 def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:

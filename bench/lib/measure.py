@@ -82,12 +82,34 @@ def warm_up(server: Server, options: Options, pinned: bool = True) -> None:
     run_wrk(server.base_url + LIST_10, server.token, 1, options.connections, wrk_cpus, None)
 
 
+QUIET_SHARE = 0.15  # of a core, busy with anything (the idle server costs next to nothing)
+QUIET_WAIT_S = 30.0
+
+
+def wait_for_quiet(cores: list[int]) -> None:
+    """Before a phase, wait until the cores it pins to are idle (half-second looks), for up
+    to ``QUIET_WAIT_S``; say so when they never were, so a figure taken anyway is flagged."""
+    if not cores:
+        return
+    deadline = time.monotonic() + QUIET_WAIT_S
+    while True:
+        before = core_busy_seconds(cores)
+        time.sleep(0.5)
+        busy = (core_busy_seconds(cores) - before) / (0.5 * len(cores))
+        if busy <= QUIET_SHARE:
+            return
+        if time.monotonic() > deadline:
+            print(f"    cores {cores} still {100 * busy:.0f}% busy: measuring anyway", flush=True)
+            return
+
+
 def measure(
     server: Server, load: Load, options: Options, key: str, label: str, pinned: bool = True
 ) -> Measurement:
     """Run ``load`` for the run's seconds; CPU and peak RSS over the server's process tree."""
     print(f"  {label} ...", flush=True)
     cores = cpu_list(options.server_cpus) if pinned and options.server_cpus else []
+    wait_for_quiet(cores + (cpu_list(options.wrk_cpus) if pinned and options.wrk_cpus else []))
     cpu_before, busy_before = cpu_seconds(process_tree(server.pid)), core_busy_seconds(cores)
     postgres_before = cpu_seconds(pids_named("postgres"))
     wrk_before = _children_cpu_seconds()

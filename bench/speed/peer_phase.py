@@ -4,14 +4,18 @@ SQLite: plantstore as shipped (one process), FastAPI + pydantic + sqlite3 on uvi
 naive Starlette + msgspec + sqlite3 app on granian. PostgreSQL: plantstore ``--workers 1``
 and FastAPI + asyncpg on uvicorn. Every server gets a fresh database of its own (a file
 beside the run's others, or a fresh PostgreSQL database) and the same data: the bench user's
-20 plants, created through the server's own API. Each is pinned to the server's core and wrk
-to the other, as in the main phase; PostgreSQL itself is unpinned. Then list 10 and durable
-creates, whose ids are fresh, so every create is an insert. Servers run one at a time.
+20 plants, created through the server's own API, after a smoke check of the three operations.
+Each is pinned to the server's core and wrk to the other, as in the main phase; PostgreSQL
+itself is unpinned. Then list 10 and durable creates, whose ids are fresh, so every create is
+an insert. Servers run one at a time, in interleaved rounds (plantstore, each peer,
+plantstore, each peer, ...), so a drift of the machine touches every server; each ratio is
+reported over the rounds as its median and range.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import urllib.error
 import urllib.request
@@ -44,7 +48,8 @@ class Contender:
     name: str  # "plantstore" or the peer's file stem
     label: str
     backend: str
-    rows: dict[str, Measurement] = field(default_factory=dict)
+    rows: dict[str, Measurement] = field(default_factory=dict)  # each scenario's median round
+    rounds: dict[str, list[Measurement]] = field(default_factory=dict)  # every round, in order
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -55,59 +60,112 @@ class Contender:
         }
 
 
-Starter = Callable[[], AbstractContextManager[Server]]
+Starter = Callable[[int], AbstractContextManager[Server]]  # given the round
+Entrant = tuple[str, str, Starter]  # name, label, how to start it
 
 
-def sqlite_peers(options: Options) -> list[Contender]:
-    """plantstore, then each SQLite peer, each on a fresh file in the run's directory."""
+def sqlite_peers(options: Options, rounds: int = 3) -> list[Contender]:
+    """plantstore and each SQLite peer, in interleaved rounds, each on a fresh file."""
 
     @contextmanager
-    def plantstore() -> Iterator[Server]:
-        url = f"sqlite:///{options.workdir / 'peers-plantstore.db'}"
-        yield start_service(options, "peers-plantstore", url, prepare(url))
+    def plantstore(round_number: int) -> Iterator[Server]:
+        url = f"sqlite:///{options.workdir / f'peers-plantstore-{round_number}.db'}"
+        yield start_service(options, f"peers-plantstore-{round_number}", url, prepare(url))
 
     def peer(which: Peer) -> Starter:
         @contextmanager
-        def start() -> Iterator[Server]:
-            database = str(options.workdir / f"peers-{which.name}.db")
-            log = options.workdir / f"peers-{which.name}.log"
+        def start(round_number: int) -> Iterator[Server]:
+            database = str(options.workdir / f"peers-{which.name}-{round_number}.db")
+            log = options.workdir / f"peers-{which.name}-{round_number}.log"
             yield start_peer(which, database, log, options.server_cpus)
 
         return start
 
-    return [
-        _contend(options, PLANTSTORE, "plantstore as shipped, 1 process", SQLITE, plantstore),
-        _contend(options, FASTAPI_SQLITE.name, FASTAPI_SQLITE.label, SQLITE, peer(FASTAPI_SQLITE)),
-        _contend(
-            options, STARLETTE_NAIVE.name, STARLETTE_NAIVE.label, SQLITE, peer(STARLETTE_NAIVE)
-        ),
+    entrants: list[Entrant] = [
+        (PLANTSTORE, "plantstore as shipped, 1 process", plantstore),
+        (FASTAPI_SQLITE.name, FASTAPI_SQLITE.label, peer(FASTAPI_SQLITE)),
+        (STARLETTE_NAIVE.name, STARLETTE_NAIVE.label, peer(STARLETTE_NAIVE)),
     ]
+    return _interleaved(options, SQLITE, entrants, rounds)
 
 
-def postgres_peers(options: Options, admin_url: str) -> list[Contender]:
-    """plantstore --workers 1, then FastAPI + asyncpg, each on a fresh database."""
+def postgres_peers(options: Options, admin_url: str, rounds: int = 3) -> list[Contender]:
+    """plantstore --workers 1 and FastAPI + asyncpg, in interleaved rounds, each on a fresh
+    database."""
 
     @contextmanager
-    def plantstore() -> Iterator[Server]:
-        with postgres_database(admin_url) as url:  # _contend stops the server before the drop
+    def plantstore(round_number: int) -> Iterator[Server]:
+        with postgres_database(admin_url) as url:  # the server stops before the drop
             token = prepare(url)
-            yield start_service(options, "peers-pg-plantstore", url, token, "--workers", "1")
+            name = f"peers-pg-plantstore-{round_number}"
+            yield start_service(options, name, url, token, "--workers", "1")
 
     @contextmanager
-    def asyncpg_peer() -> Iterator[Server]:
+    def asyncpg_peer(round_number: int) -> Iterator[Server]:
         with postgres_database(admin_url) as url:
-            log = options.workdir / f"peers-{FASTAPI_ASYNCPG.name}.log"
+            log = options.workdir / f"peers-{FASTAPI_ASYNCPG.name}-{round_number}.log"
             yield start_peer(FASTAPI_ASYNCPG, url, log, options.server_cpus)
 
-    contenders = [
+    entrants: list[Entrant] = [
         (PLANTSTORE, "plantstore as shipped, --workers 1", plantstore),
         (FASTAPI_ASYNCPG.name, FASTAPI_ASYNCPG.label, asyncpg_peer),
     ]
     problem = postgres_problem(admin_url)
     if problem is not None:
         print(f"  PostgreSQL peers not run: {problem}", flush=True)
-        return [_not_run(name, label, POSTGRES, problem) for name, label, _ in contenders]
-    return [_contend(options, name, label, POSTGRES, start) for name, label, start in contenders]
+        return [_not_run(name, label, POSTGRES, problem) for name, label, _ in entrants]
+    return _interleaved(options, POSTGRES, entrants, rounds)
+
+
+def _interleaved(
+    options: Options, backend: str, entrants: list[Entrant], rounds: int
+) -> list[Contender]:
+    """Every entrant once per round, in the same order each round; a server that fails in
+    any round is reported as not run, with why."""
+    contenders = {name: Contender(name, label, backend) for name, label, _ in entrants}
+    failed: dict[str, str] = {}
+    for round_number in range(1, rounds + 1):
+        print(f"  {backend}, round {round_number} of {rounds}", flush=True)
+        for name, label, start in entrants:
+            if name in failed:
+                continue
+            measured = _contend(options, name, label, backend, start, round_number)
+            if isinstance(measured, str):
+                failed[name] = measured
+                continue
+            for key, row in measured.items():
+                contenders[name].rounds.setdefault(key, []).append(row)
+    found = []
+    for name, label, _ in entrants:
+        if name in failed:
+            found.append(_not_run(name, label, backend, failed[name]))
+            continue
+        contender = contenders[name]
+        contender.rows = {key: _median_row(rows) for key, rows in contender.rounds.items()}
+        found.append(contender)
+    return found
+
+
+def _median_row(rows: list[Measurement]) -> Measurement:
+    """The round whose rate is the median (the lower middle of an even count)."""
+    rates = sorted(rows, key=lambda row: row.result.good_rate if row.result else 0.0)
+    return rates[(len(rates) - 1) // 2]
+
+
+def round_ratios(ours: Contender, theirs: Contender, key: str) -> list[float]:
+    """plantstore's 2xx rate over the peer's, round by round (rounds both completed)."""
+    mine, yours = ours.rounds.get(key, []), theirs.rounds.get(key, [])
+    return [
+        a.result.good_rate / b.result.good_rate
+        for a, b in zip(mine, yours, strict=False)
+        if a.result and b.result and b.result.good_rate
+    ]
+
+
+def median_and_range(values: list[float]) -> tuple[float, float, float] | None:
+    if not values:
+        return None
+    return statistics.median(values), min(values), max(values)
 
 
 def not_run_contenders(backend: str, why: str) -> list[Contender]:
@@ -138,28 +196,32 @@ def _key(backend: str, name: str, scenario: str) -> str:
     return f"peers_{backend.lower()}_{name}_{scenario}"
 
 
-def _contend(options: Options, name: str, label: str, backend: str, start: Starter) -> Contender:
-    """Start the server, seed it, measure each scenario; a server that fails is not run."""
+def _contend(
+    options: Options, name: str, label: str, backend: str, start: Starter, round_number: int
+) -> dict[str, Measurement] | str:
+    """Start the server, check and seed it, measure each scenario; why, if it failed."""
     print(f"  {backend}: {label}", flush=True)
-    contender = Contender(name, label, backend)
+    rows: dict[str, Measurement] = {}
     try:
-        with start() as server:
+        with start(round_number) as server:
             try:
                 smoke_check(server)
                 seed_over_http(server)
                 warm_up(server, options)
                 for key, what, load in SCENARIOS:
+                    if key == "create":  # fresh ids each round: a repeat is no insert
+                        load = creates(CREATE_IDS + round_number * 10**9)
                     row_key, scenario = _key(backend, name, key), f"{label}: {what}"
-                    contender.rows[key] = measure(server, load, options, row_key, scenario)
-                    contender.rows[key].note = f"{backend}, {SEEDED} plants seeded"
+                    rows[key] = measure(server, load, options, row_key, scenario)
+                    rows[key].note = f"{backend}, {SEEDED} plants seeded, round {round_number}"
             finally:
                 server.stop()
     except FAILURES as exc:
         detail = str(getattr(exc, "stderr", None) or exc).strip().splitlines()
         why = (detail or [type(exc).__name__])[-1][:300]
         print(f"    failed: {why}", flush=True)
-        return _not_run(name, label, backend, why)
-    return contender
+        return why
+    return rows
 
 
 SMOKE_ID = 10**15  # far from the seeded plants and the timed creates' ids

@@ -1,16 +1,25 @@
 """The peers table: plantstore's rates beside each peer's, as ratios and against the ceiling.
 
 Ratios use each server's 2xx answers per second, so a peer that answers fast with errors earns
-nothing for them; the table still shows every server's non-2xx count.
+nothing for them; the table still shows every server's non-2xx count. The servers ran in
+interleaved rounds: a row shows its median round, a ratio its median over the rounds and its
+range, and a target's verdict is met (the whole range at or above the goal), missed (the whole
+range below) or unsettled (the range straddles it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lib.measure import Measurement
 from speed.peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer
-from speed.peer_phase import PLANTSTORE, POSTGRES, SQLITE, Contender
+from speed.peer_phase import (
+    PLANTSTORE,
+    POSTGRES,
+    SQLITE,
+    Contender,
+    median_and_range,
+    round_ratios,
+)
 from speed.targets import Target
 
 # (backend, peer, scenario, how many times the peer's rate plantstore is to manage)
@@ -34,16 +43,8 @@ COLUMNS = (
     ("RSS MB", 7),
     ("non-2xx", 8),
     ("other%", 7),
-    ("plantstore is", 16),
+    ("plantstore is (median [range])", 40),
 )
-
-
-def ratio(ours: Measurement | None, theirs: Measurement | None) -> float | None:
-    """plantstore's 2xx rate over the peer's, when both ran and the peer answered at all."""
-    if ours is None or theirs is None or ours.result is None or theirs.result is None:
-        return None
-    mine, yours = ours.result.good_rate, theirs.result.good_rate
-    return mine / yours if yours else None
 
 
 def _plantstore(contenders: list[Contender], backend: str) -> Contender | None:
@@ -101,8 +102,12 @@ def _cells(contender: Contender, ours: Contender | None, top: float | None) -> l
     cells += ["/".join(cpu), f"{max(rss):.0f}" if rss else "-", str(errors), other]
     if contender.name == PLANTSTORE or ours is None:
         return [*cells, "-"]
-    ratios = [ratio(ours.rows.get(key), contender.rows.get(key)) for key in ("list10", "create")]
-    return [*cells, " / ".join("-" if r is None else f"{r:.2f}x" for r in ratios)]
+    spans = [median_and_range(round_ratios(ours, contender, key)) for key in ("list10", "create")]
+    return [*cells, " / ".join("-" if r is None else _span(*r) for r in spans)]
+
+
+def _span(median: float, low: float, high: float) -> str:
+    return f"{median:.2f}x [{low:.2f}-{high:.2f}]"
 
 
 def _notes(contender: Contender) -> list[str]:
@@ -129,13 +134,23 @@ def targets(contenders: list[Contender]) -> list[Target]:
         theirs = next((c for c in contenders if c.backend == backend and c.name == peer.name), None)
         mine = ours.rows.get(key) if ours else None
         yours = theirs.rows.get(key) if theirs else None
-        value = ratio(mine, yours)
-        if value is None or mine is None or yours is None or not mine.result or not yours.result:
+        span = (
+            None
+            if ours is None or theirs is None
+            else median_and_range(round_ratios(ours, theirs, key))
+        )
+        if span is None or mine is None or yours is None or not mine.result or not yours.result:
             missing = [r.note for r in (mine, yours) if r is not None and r.result is None]
             found.append(Target(name, f">= {floor:g}x", (missing or ["not run"])[0], None))
             continue
-        measured = f"{value:.2f}x ({mine.result.good_rate:,.0f} vs {yours.result.good_rate:,.0f}/s)"
-        found.append(Target(name, f">= {floor:g}x", measured, value >= floor))
+        median, low, high = span
+        rounds = len(round_ratios(ours, theirs, key)) if ours and theirs else 0
+        measured = (
+            f"{_span(median, low, high)} over {rounds} rounds (median rounds "
+            f"{mine.result.good_rate:,.0f} vs {yours.result.good_rate:,.0f}/s)"
+        )
+        settled = low >= floor or high < floor
+        found.append(Target(name, f">= {floor:g}x", measured, median >= floor, settled))
     return found
 
 
@@ -147,13 +162,16 @@ def as_json(contenders: list[Contender], top: float | None) -> dict[str, Any]:
         if contender.name == PLANTSTORE or ours is None:
             continue
         for key in ("list10", "create"):
-            value = ratio(ours.rows.get(key), contender.rows.get(key))
+            rounds = round_ratios(ours, contender, key)
+            span = median_and_range(rounds)
             ratios.append(
                 {
                     "backend": contender.backend,
                     "peer": contender.name,
                     "scenario": key,
-                    "ratio": value,
+                    "ratio": None if span is None else span[0],
+                    "range": None if span is None else [span[1], span[2]],
+                    "rounds": rounds,
                 }
             )
     return {

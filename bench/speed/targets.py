@@ -23,10 +23,13 @@ class Target:
     name: str
     goal: str
     measured: str
-    met: bool | None  # None: not measured
+    met: bool | None  # None: not measured; for a range, whether its median meets the goal
+    settled: bool = True  # False: a range of rounds that straddles the goal
 
     @property
     def verdict(self) -> str:
+        if self.met is not None and not self.settled:
+            return "unsettled"
         return {True: "met", False: "NOT MET", None: "not measured"}[self.met]
 
 
