@@ -1,4 +1,4 @@
-"""Split a py-spy recording (raw collapsed stacks) into CPU by layer.
+"""Split a py-spy recording (raw collapsed stacks) into CPU by stage of the request.
 
 Each sample is charged to the layer of its innermost frame, so a SQLite call counts for the
 store line that made it, and time in C (msgspec, hashlib) for the Python line that called it.
@@ -14,22 +14,31 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-# (layer, substring of a frame) in the order they are tried; the first that matches wins.
+# (stage, substring of a frame) in the order they are tried; the first that matches wins.
 LAYERS = (
-    ("plantstore: store (SQL and its driver)", "plantstore/store/"),
-    ("plantstore: auth (token hash, cache)", "plantstore/api/auth.py"),
-    ("plantstore: auth (token hash, cache)", "plantstore/tokens.py"),
-    ("plantstore: rules (paging, cursors, create)", "plantstore/plants.py"),
-    ("plantstore: HTTP (parse, encode, respond)", "plantstore/api/"),
-    ("plantstore: HTTP (parse, encode, respond)", "plantstore/schemas.py"),
-    ("Starlette (request, response, middleware)", "starlette/"),
-    ("asyncpg (pool, protocol)", "asyncpg/"),
-    ("asyncio event loop and granian's Python glue", "asyncio/"),
-    ("asyncio event loop and granian's Python glue", "granian/"),
+    ("store read (SQL and its driver)", "plantstore/db/"),
+    ("store read (SQL and its driver)", "/sqlite.py"),
+    ("store read (SQL and its driver)", "/postgres.py"),
+    ("store read (SQL and its driver)", "asyncpg/"),
+    ("rate limit", "plantstore/http/ratelimit.py"),
+    ("rate limit", "plantstore/http/machine_budget.py"),
+    ("auth (token, cache)", "plantstore/auth/"),
+    ("metrics", "plantstore/ops/metrics.py"),
+    ("metrics", "prometheus_client/"),
+    ("access log", "plantstore/ops/logs.py"),
+    ("access log", "logging/"),
+    ("request id, timing (the observing layer)", "plantstore/ops/observe.py"),
+    ("JSON (msgspec) and the response", "plantstore/http/responses.py"),
+    ("rules and routes (plants)", "plantstore/plants/"),
+    ("routing and parsing (plantstore/http)", "plantstore/http/"),
+    ("server: Starlette", "starlette/"),
+    ("server: event loop and granian's Python glue", "asyncio/"),
+    ("server: event loop and granian's Python glue", "granian/"),
+    ("server: event loop and granian's Python glue", "uvloop/"),
 )
 WAITS = ("(selectors.py", "(concurrent/futures/thread.py", "(threading.py:", "(queue.py")
-WAIT_FRAMES = ("Writer._serve_batch (plantstore/store/sqlite_writer.py",)
-NO_PYTHON = "granian's Rust runtime (no Python frame)"
+WAIT_FRAMES = ("Writer._serve_batch (plantstore/db/sqlite/writer.py",)
+NO_PYTHON = "server: granian's Rust runtime (no Python frame)"
 
 
 def layer_of(stack: list[str]) -> str | None:
@@ -45,6 +54,18 @@ def layer_of(stack: list[str]) -> str | None:
             if marker in frame:
                 return layer
     return "other Python"
+
+
+def table(recording: Path, us_per_request: float | None) -> str:
+    """Each stage's share of the busy samples, and its µs per request when that is known."""
+    counts = split(recording.read_text())
+    total = sum(counts.values()) or 1
+    lines = [f"{recording.name}: {total} busy samples"]
+    for layer, count in counts.most_common():
+        share = count / total
+        scaled = f"{share * us_per_request:8.1f} µs" if us_per_request else ""
+        lines.append(f"  {share:6.1%} {scaled}  {layer}")
+    return "\n".join(lines)
 
 
 def split(collapsed: str) -> Counter[str]:
@@ -65,13 +86,7 @@ def main() -> None:
     parser.add_argument("--us-per-request", type=float, help="scale shares to µs per request")
     args = parser.parse_args()
     for recording in args.recordings:
-        counts = split(recording.read_text())
-        total = sum(counts.values()) or 1
-        print(f"{recording.name}: {total} busy samples")
-        for layer, count in counts.most_common():
-            share = count / total
-            scaled = f"{share * args.us_per_request:8.1f} µs" if args.us_per_request else ""
-            print(f"  {share:6.1%} {scaled}  {layer}")
+        print(table(recording, args.us_per_request))
 
 
 if __name__ == "__main__":

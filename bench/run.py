@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import layers
 from copy_phase import copy_phase
 from lib import report
 from lib.loads import fresh_sqlite, half_rate
@@ -246,6 +247,13 @@ def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
     if profiles:
         print("\npy-spy profiles (the profiled rows ran slower for it):")
         print("\n".join(f"  {path}" for path in profiles))
+        print(
+            "\nwhere the time goes (py-spy samples by stage, scaled to the row's CPU per request):"
+        )
+        for row in rows:
+            for path in row.profiles:
+                if path.endswith("-collapsed.txt"):
+                    print(layers.table(Path(path), row.cpu_us_per_request))
     return found
 
 
