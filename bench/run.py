@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import layers
+from callers_phase import callers_phase
 from copy_phase import copy_phase
 from lib import report
 from lib.loads import fresh_sqlite, half_rate
@@ -80,6 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-webhooks", action="store_true", help="no webhooks_phase.py")
     parser.add_argument("--skip-copy", action="store_true", help="no copy_phase.py (db copy)")
+    parser.add_argument("--skip-callers", action="store_true", help="no callers_phase.py")
     parser.add_argument(
         "--peer-rounds", type=int, default=None, help="interleaved rounds of the peers (3)"
     )
@@ -125,6 +127,7 @@ class Phases:
     sandbox: SandboxResult
     webhooks: list[str] = field(default_factory=list)  # webhooks_phase.py's summary lines
     copy: list[str] = field(default_factory=list)  # copy_phase.py's summary lines
+    callers: list[str] = field(default_factory=list)  # callers_phase.py's summary lines
 
 
 def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phases:
@@ -159,6 +162,10 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
     else:
         print("SQLite, a purge of expired sandbox users beside another user's requests", flush=True)
         sandbox = sandbox_purge(options, args.sandbox_users)
+    callers_lines = ["not run: --skip-callers"]
+    if not args.skip_callers:
+        print("SQLite, list 10 with one token, then 10,000 in rotation, pinned", flush=True)
+        callers_lines = callers_phase(options, 1_000 if args.quick else 10_000).summary()
     webhook_lines = ["not run: --skip-webhooks"]
     if not args.skip_webhooks:
         print("Webhooks on SQLite, server and wrk pinned", flush=True)
@@ -171,7 +178,15 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
         print("plantstore db copy, SQLite to PostgreSQL, unpinned", flush=True)
         plants = 10**6 if not args.quick else 10**5
         copy_lines = copy_phase(args.postgres, plants, options.workdir).summary()
-    return Phases(rows + more_rows, peers + more_peers, workers, sandbox, webhook_lines, copy_lines)
+    return Phases(
+        rows + more_rows,
+        peers + more_peers,
+        workers,
+        sandbox,
+        webhook_lines,
+        copy_lines,
+        callers_lines,
+    )
 
 
 def postgres_phases(
@@ -224,6 +239,8 @@ def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
         print(f"warning: up to {100 * max(shares):.0f}% of the server's core went elsewhere")
     print("webhooks (bench/webhooks_phase.py):")
     print("\n".join(f"  {line}" for line in phases.webhooks))
+    print("many callers (bench/callers_phase.py):")
+    print("\n".join(f"  {line}" for line in phases.callers))
     print("db copy (bench/copy_phase.py):")
     print("\n".join(f"  {line}" for line in phases.copy))
     print()
@@ -293,6 +310,7 @@ def main() -> None:
         "sandbox": phases.sandbox.as_json(),
         "webhooks": phases.webhooks,
         "db_copy": phases.copy,
+        "many_callers": phases.callers,
         "targets": [{**vars(target), "verdict": target.verdict} for target in found],
     }
     path = report.write_json(args.results, stamp, payload)

@@ -1,8 +1,14 @@
-"""Who is calling: the bearer token checked against the store, with a one-second cache.
+"""Who is calling: the bearer token checked against the store, with a cache of looked-up tokens.
 
-Expiry is checked on every request against the cached record; revocation reaches a cached
-token when its entry ages out, at most ``token_cache_seconds`` (≤ 1 s) later. The rate
-limits are spent here too: per token once it is known, per address when it is not.
+Expiry is checked on every request against the cached record. Revocation (and a disabled
+user, a deleted or re-timed token) reaches the cache through the store's auth generation, a
+counter that triggers move on every such change: at most every ``token_cache_seconds``
+(≤ 1 s) a cache hit first reads it, and when it moved the whole cache is forgotten. So a
+revoked token is refused within ``token_cache_seconds`` on every worker and instance, while a
+token looked up once is not looked up again for ``CACHE_AGE_SECONDS``, however many callers
+there are (forgetting every entry after half a second made nearly every request of a service
+with many callers a lookup). The rate limits are spent here too: per token once it is known,
+per address when it is not.
 
 A JWT (told apart by its shape alone) is verified once and then cached like a ``pst_`` token,
 under the SHA-256 of its header (a JWT is long; a digest keeps each entry small), until its
@@ -24,7 +30,8 @@ from .jwt.callers import JWT_TOKEN_ID, JwtCallers
 from .store import TokenRecord, TokenStore
 from .tokens import bearer_token, hash_token, is_jwt
 
-_MAX_CACHED = 10_000
+_MAX_CACHED = 65_536
+CACHE_AGE_SECONDS = 30.0  # a cached token is looked up again after this ('last used' moves)
 # "Bearer pst_…" is 54 characters; any longer header is keyed by its digest.
 _LONGEST_PLAIN_KEY = 64
 _TOUCH_EVERY_SECONDS = 60.0
@@ -48,6 +55,8 @@ class Authenticator:
         self._jwt = jwt
         self._limits = limits
         self._trusted_proxies = trusted_proxies
+        self._generation: int | None = None  # the store's auth generation the cache is of
+        self._next_check = 0.0  # monotonic: when a cache hit reads the generation again
 
     async def authenticate(self, request: Request) -> TokenRecord:
         """The caller's token record; a 401 when there is none, a 429 past a rate limit.
@@ -60,7 +69,12 @@ class Authenticator:
         authorization = request.headers.get("authorization")
         cache_key = _cache_key(authorization)
         cached = self._cache.get(cache_key)
-        if cached is not None and time.monotonic() - cached[2] < self._cache_seconds:
+        if cached is not None:
+            now = time.monotonic()
+            if now >= self._next_check:
+                await self._follow_changes(now)
+                cached = self._cache.get(cache_key)
+        if cached is not None and time.monotonic() - cached[2] < CACHE_AGE_SECONDS:
             record, token_hash = cached[0], cached[1]
             if not record.usable_at(time.time()):
                 raise InvalidToken()
@@ -118,6 +132,20 @@ class Authenticator:
             raise InvalidToken()
         self._cache[cache_key] = (record, cached[1], time.monotonic())
         return record, cached[1]
+
+    async def _follow_changes(self, now: float) -> None:
+        """Forget every cached token if the store's auth generation moved since the cache was
+        filled; if it cannot be read, forget them too (the lookup that follows says why)."""
+        self._next_check = now + self._cache_seconds
+        try:
+            generation = await self._store.auth_generation()
+        except Exception:
+            self._cache.clear()
+            self._generation, self._next_check = None, now
+            return
+        if generation != self._generation:
+            self._cache.clear()
+            self._generation = generation
 
     def _remember(self, cache_key: str | bytes, record: TokenRecord, token_hash: str) -> None:
         if len(self._cache) >= _MAX_CACHED:

@@ -71,6 +71,10 @@ class PostgresTokens:
             row = await connection.fetchrow(_FIND_TOKEN, token_hash)
         return None if row is None else TokenRecord(*row)
 
+    async def auth_generation(self) -> int:
+        async with self._database.connection() as connection:
+            return int(await connection.fetchval("SELECT value FROM auth_generation"))
+
     async def touch_token(self, token_id: int, when: float) -> None:
         self._database.spawn(self._touch(token_id, when))
 

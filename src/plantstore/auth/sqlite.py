@@ -42,6 +42,13 @@ class SQLiteTokens:
             raise unavailable_if_busy(exc) from exc
         return None if row is None else TokenRecord(*row)
 
+    async def auth_generation(self) -> int:
+        try:
+            row = self._read.execute("SELECT value FROM auth_generation").fetchone()
+        except sqlite3.OperationalError as exc:
+            raise unavailable_if_busy(exc) from exc
+        return int(row[0])
+
     async def touch_token(self, token_id: int, when: float) -> None:
         self.writer.submit_nowait(
             lambda conn: conn.execute(

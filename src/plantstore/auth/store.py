@@ -58,6 +58,10 @@ class TokenStore(Protocol):
     """Tokens and users; every write returns once it is durable."""
 
     async def find_token(self, token_hash: str) -> TokenRecord | None: ...
+    async def auth_generation(self) -> int:
+        """A counter that moves whenever a token or a user changes in a way a cache of
+        looked-up tokens must not miss (migration 0010's triggers)."""
+        ...
 
     async def touch_token(self, token_id: int, when: float) -> None:
         """Record a use of the token; best effort, not awaited for durability."""

@@ -137,9 +137,8 @@ class PostgresTarget:
             ]
         await self._connection.copy_records_to_table(table, records=rows, columns=list(columns))
 
-    async def replace_secrets(self, rows: list[Row], columns: Sequence[str]) -> None:
-        await self._connection.execute("DELETE FROM secrets")
-        await self.insert("secrets", columns, rows)
+    async def clear(self, table: str) -> None:
+        await self._connection.execute(f"DELETE FROM {_quoted(table)}")
 
     async def continue_sequences(self, floors: Mapping[str, int]) -> None:
         for table, column, sequence in await self._connection.fetch(_SEQUENCES):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..migrate import current_revision, upgrade
 from ..urls import backend_of, redacted, sqlite_path
 from . import postgres, sqlite
-from .endpoints import SECRETS_TABLE, Source, Target, in_reference_order
+from .endpoints import MADE_BY_SCHEMA, Source, Target, in_reference_order
 
 Progress = Callable[[str, int], None]  # a table, and how many more of its rows were copied
 
@@ -87,11 +87,10 @@ async def _copy(
             copied: dict[str, int] = {}
             for table in order:
                 copied[table] = 0
+                if table in MADE_BY_SCHEMA:
+                    await target.clear(table)
                 async for rows in source.rows(table, tables[table], batch_rows):
-                    if table == SECRETS_TABLE:
-                        await target.replace_secrets(rows, tables[table])
-                    else:
-                        await target.insert(table, tables[table], rows)
+                    await target.insert(table, tables[table], rows)
                     copied[table] += len(rows)
                     if progress is not None:
                         progress(table, len(rows))
@@ -137,13 +136,13 @@ async def _open_target(url: str) -> Target:
 
 
 def _refuse_unless_empty(url: str, revision: str) -> None:
-    """Refuse a target holding any row (but the secrets a fresh schema makes), or a schema
-    newer than the source's."""
+    """Refuse a target holding any row (but those a fresh schema makes), or a schema newer
+    than the source's."""
     if backend_of(url) == "postgresql":
         held = asyncio.run(postgres.rows_held(url))
     else:
         held = sqlite.rows_held(sqlite_path(url))
-    full = {table: count for table, count in held.items() if count and table != SECRETS_TABLE}
+    full = {table: count for table, count in held.items() if count and table not in MADE_BY_SCHEMA}
     if full:
         listed = ", ".join(f"{table} {count:,}" for table, count in sorted(full.items()))
         raise CopyError(

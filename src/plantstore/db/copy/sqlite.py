@@ -118,9 +118,8 @@ class SQLiteTarget:
             rows,
         )
 
-    async def replace_secrets(self, rows: list[Row], columns: Sequence[str]) -> None:
-        self._connection.execute("DELETE FROM secrets")
-        await self.insert("secrets", columns, rows)
+    async def clear(self, table: str) -> None:
+        self._connection.execute(f"DELETE FROM {_quoted(table)}")
 
     async def continue_sequences(self, floors: Mapping[str, int]) -> None:
         """Nothing to move: each table's next id follows its greatest (ids the source handed

@@ -1,0 +1,143 @@
+"""Many callers, not one: list 10 with one token, then with 10,000 tokens in rotation (each its
+own user with its own plants), on one server, so that every request of the second run comes
+from a caller whose token the server saw about 10,000 requests (under a second) ago, in
+steady state: two seconds of the rotation go first, as the one-token run has its warm-up.
+
+The tokens are written straight into the file (users, hashed tokens, twenty plants each),
+as ``plantstore token create`` would store them; their secrets go to a file that wrk's
+``list_many.lua`` reads at start. The server is the main phase's, pinned the same way.
+
+    .venv/bin/python bench/callers_phase.py [--tokens 10000] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lib.loads import sqlite_path
+from lib.measure import LIST_10, Load, Measurement, Options, measure, warm_up
+from lib.seed import prepare
+from lib.servers import HERE, require_real_disk
+from lib.services import start_service
+from lib.wrk import run_wrk
+from plantstore.auth.tokens import hash_token, new_token
+
+PLANTS_EACH = 20
+GOAL = 0.9  # of the one-token rate
+
+
+@dataclass(frozen=True)
+class CallersFigures:
+    tokens: int
+    one: Measurement
+    many: Measurement
+
+    def ratio(self) -> float | None:
+        if self.one.result is None or self.many.result is None or not self.one.result.good_rate:
+            return None
+        return self.many.result.good_rate / self.one.result.good_rate
+
+    def summary(self) -> list[str]:
+        lines = []
+        for label, row in ((("1 token"), self.one), (f"{self.tokens:,} tokens", self.many)):
+            if row.result is None:
+                lines.append(f"{label}: not run ({row.note})")
+                continue
+            cpu = f"{row.cpu_us_per_request:.0f}" if row.cpu_us_per_request else "-"
+            lines.append(
+                f"list 10, {label}: {row.result.good_rate:,.0f}/s, p99 {row.result.p99_ms:.2f} ms, "
+                f"{cpu} µs server CPU a request"
+            )
+        value = self.ratio()
+        if value is not None:
+            verdict = "met" if value >= GOAL else "NOT MET"
+            lines.append(
+                f"{self.tokens:,} tokens / 1 token: {value:.2f}x (target >= {GOAL}x: {verdict})"
+            )
+        return lines
+
+
+def seed_callers(path: Path, tokens: int, tokens_file: Path) -> None:
+    """``tokens`` users, each with one token and ``PLANTS_EACH`` plants."""
+    now = time.time()
+    secrets = [new_token() for _ in range(tokens)]
+    with sqlite3.connect(path) as conn:
+        first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM users").fetchone()[0]
+        ids = range(first, first + tokens)
+        conn.executemany(
+            "INSERT INTO users (id, name, created_at) VALUES (?, ?, ?)",
+            ((user_id, f"caller-{user_id}", now) for user_id in ids),
+        )
+        conn.executemany(
+            "INSERT INTO tokens (user_id, token_hash, created_at, label) VALUES (?, ?, ?, ?)",
+            (
+                (user_id, hash_token(secret), now, "bench caller")
+                for user_id, secret in zip(ids, secrets, strict=True)
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO plants (user_id, id, name, tag) VALUES (?, ?, ?, ?)",
+            (
+                (user_id, plant_id, f"bench plant {plant_id}", "b")
+                for user_id in ids
+                for plant_id in range(1, PLANTS_EACH + 1)
+            ),
+        )
+    conn.close()
+    tokens_file.write_text("\n".join(secrets) + "\n")
+
+
+def callers_phase(options: Options, tokens: int) -> CallersFigures:
+    url = f"sqlite:///{options.workdir / 'callers.db'}"
+    token = prepare(url)
+    tokens_file = options.workdir / "callers-tokens.txt"
+    seed_callers(sqlite_path(url), tokens, tokens_file)
+    with sqlite3.connect(sqlite_path(url)) as conn:  # the one-token caller's plants too
+        conn.executemany(
+            "INSERT INTO plants (user_id, id, name, tag) VALUES (1, ?, ?, 'b')",
+            ((plant_id, f"bench plant {plant_id}") for plant_id in range(1, PLANTS_EACH + 1)),
+        )
+    conn.close()
+    server = start_service(options, "callers", url, token)
+    try:
+        warm_up(server, options)
+        one = measure(server, Load(path=LIST_10), options, "callers_1", "list 10, one token")
+        rotation = {"PLANTSTORE_BENCH_TOKENS_FILE": str(tokens_file)}
+        many_load = Load(path=LIST_10, script="list_many.lua", env=rotation)
+        # A service with many callers has seen each of them lately: two seconds of the
+        # rotation first (every token once or more), as the one-token run had its warm-up.
+        run_wrk(
+            server.base_url + LIST_10,
+            token,
+            2,
+            options.connections,
+            options.wrk_cpus,
+            "list_many.lua",
+            rotation,
+        )
+        many = measure(server, many_load, options, "callers_many", f"list 10, {tokens:,} tokens")
+    finally:
+        server.stop()
+    return CallersFigures(tokens, one, many)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=10_000)
+    parser.add_argument("--seconds", type=int, default=10)
+    args = parser.parse_args()
+    results = HERE / "results"
+    require_real_disk(results)
+    with tempfile.TemporaryDirectory(dir=results, prefix=".callers-") as directory:
+        options = Options(args.seconds, 32, "0", "1", Path(directory))
+        figures = callers_phase(options, args.tokens)
+    print("\n".join(figures.summary()))
+
+
+if __name__ == "__main__":
+    main()
