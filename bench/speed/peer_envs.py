@@ -58,6 +58,10 @@ STARLETTE_NAIVE = Peer(
     "naive Starlette",
     "granian",
 )
+# The same app on aiosqlite: timed beside FASTAPI_SQLITE once, the faster kept (bench/README).
+FASTAPI_AIOSQLITE = Peer(
+    "fastapi_aiosqlite", "FastAPI+pydantic+aiosqlite FULL on uvicorn", "FastAPI", "uvicorn"
+)
 FASTAPI_ASYNCPG = Peer(
     "fastapi_asyncpg", "FastAPI+pydantic+asyncpg on uvicorn", "FastAPI+asyncpg", "uvicorn"
 )
