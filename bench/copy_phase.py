@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lib.postgres import postgres_database, postgres_problem
+from lib.seed import prepare
 
 TARGET_SECONDS = 60.0  # for a million plants, SQLite → PostgreSQL
 
@@ -41,20 +42,8 @@ class CopyFigures:
 
 
 def seed(path: Path, plants: int) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "plantstore",
-            "--database",
-            f"sqlite:///{path}",
-            "token",
-            "create",
-            "owner",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    """The schema and the bench user (``lib.seed.prepare``), then its plants by SQL."""
+    prepare(f"sqlite:///{path}")
     with sqlite3.connect(path) as conn:
         conn.executemany(
             "INSERT INTO plants (user_id, id, name, tag) VALUES (1, ?, ?, ?)",

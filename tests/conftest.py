@@ -484,6 +484,23 @@ def wait_for_started_workers(server: LiveServer, workers: int) -> None:
         time.sleep(0.05)
 
 
+def start_workers(db_url: str, log_path: Path, workers: int, **env: str) -> LiveServer:
+    """``plantstore serve --workers N``, once every worker has started (stopped if not)."""
+    server = start_server(db_url, log_path, "--workers", str(workers), **env)
+    try:
+        wait_for_started_workers(server, workers)
+        assert len(child_pids(server.process.pid)) == workers
+    except BaseException:
+        stop_server(server)
+        raise
+    return server
+
+
+def answered_by(response: httpx.Response) -> str:
+    """The answering process: a generated request id starts with its process's prefix."""
+    return response.headers["x-request-id"][:12]
+
+
 @contextlib.contextmanager
 def two_worker_server_in(directory: Path) -> Iterator[LiveServer]:
     """``plantstore serve --workers 2`` on a fresh SQLite file, once both workers serve; at

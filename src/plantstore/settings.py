@@ -95,8 +95,7 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _known_backend(cls, url: str) -> str:
-        backend_of(url)  # raises for anything we cannot open
-        return for_writes(url)
+        return for_writes(url)  # raises for anything we cannot open
 
     @field_validator("rate_limit", "auth_failure_limit", "sandbox_issue_limit")
     @classmethod

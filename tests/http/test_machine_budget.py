@@ -15,35 +15,16 @@ import httpx
 from limits import parse
 
 from plantstore.http.machine_budget import STALE_LOCK_S, MachineBudget, MachineTable, hex_key
-from tests.conftest import (
-    LiveServer,
-    bearer,
-    child_pids,
-    start_server,
-    stop_server,
-    wait_for_started_workers,
-)
+from tests.conftest import LiveServer, answered_by, bearer, start_workers, stop_server
 
 WORKERS = 3
 FORK = multiprocessing.get_context("fork")
 
 
 def serve_three(tmp_path: Path, **env: str) -> LiveServer:
-    server = start_server(
-        f"sqlite:///{tmp_path / 'machine.db'}",
-        tmp_path / "serve.log",
-        "--workers",
-        str(WORKERS),
-        **env,
+    return start_workers(
+        f"sqlite:///{tmp_path / 'machine.db'}", tmp_path / "serve.log", WORKERS, **env
     )
-    wait_for_started_workers(server, WORKERS)
-    assert len(child_pids(server.process.pid)) == WORKERS
-    return server
-
-
-def answered_by(response: httpx.Response) -> str:
-    """The answering process: a generated request id starts with its process's prefix."""
-    return response.headers["x-request-id"][:12]
 
 
 def on_new_connection(server: LiveServer, headers: dict[str, str]) -> httpx.Response:

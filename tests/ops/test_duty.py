@@ -13,14 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import (
-    LiveServer,
-    bearer,
-    child_pids,
-    start_server,
-    stop_server,
-    wait_for_started_workers,
-)
+from tests.conftest import LiveServer, bearer, child_pids, start_workers, stop_server
 from tests.webhooks.webhook_receiver import receiver
 
 WORKERS = 3
@@ -28,17 +21,14 @@ DUTY_LINE = re.compile(r"this worker runs the machine's background jobs \(pid (\
 
 
 def serve_three(tmp_path: Path, **env: str) -> LiveServer:
-    server = start_server(
+    return start_workers(
         f"sqlite:///{tmp_path / 'duty.db'}",
         tmp_path / "serve.log",
-        "--workers",
-        str(WORKERS),
+        WORKERS,
         PLANTSTORE_WEBHOOK_ALLOW_PRIVATE="true",
         PLANTSTORE_LOG_LEVEL="info",
         **env,
     )
-    wait_for_started_workers(server, WORKERS)
-    return server
 
 
 def duty_holders(server: LiveServer) -> list[int]:
