@@ -1,9 +1,10 @@
-"""The SQLite store on real files: full fsync, group commit, failures isolated, reads free."""
+"""The SQLite store on real files: every write synced before its answer, group commit, failures isolated, reads free."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import struct
 import threading
 import time
 from pathlib import Path
@@ -34,7 +35,11 @@ async def user_id(store: Stores, name: str = "alice") -> int:
     return (await store.tokens.create_token(name, name * 8, None)).user_id
 
 
-def test_every_connection_uses_wal_and_full_sync(db_path: Path) -> None:
+def test_the_writer_commits_in_wal_and_answers_after_syncing_it(db_path: Path) -> None:
+    """The writer's commit does not fsync under SQLite's lock (synchronous=NORMAL); its
+    answer waits for an fsync of the WAL that began after the commit (the counters of
+    ``<database>-flush``: fsyncs started and finished)."""
+
     async def scenario() -> tuple[object, object]:
         store = open_store(db_path)
         await store.open()
@@ -45,11 +50,21 @@ def test_every_connection_uses_wal_and_full_sync(db_path: Path) -> None:
                     conn.execute("PRAGMA synchronous").fetchone()[0],
                 )
             )
+            before = flush_counters(db_path)
+            await store.plants.create_plant(await user_id(store), PlantRecord(1, "Fern", None))
+            after = flush_counters(db_path)
+            assert after[0] == after[1] > before[1]  # a new fsync, begun and finished
             return pragmas
         finally:
             await store.close()
 
-    assert asyncio.run(scenario()) == ("wal", 2)  # 2 = FULL
+    assert asyncio.run(scenario()) == ("wal", 1)  # 1 = NORMAL: the flusher syncs
+
+
+def flush_counters(db_path: Path) -> tuple[int, int]:
+    """(fsyncs started, fsyncs finished) as every writer of the file shares them."""
+    started, finished = struct.unpack("=QQ", Path(f"{db_path}-flush").read_bytes()[:16])
+    return started, finished
 
 
 def test_a_new_database_opened_while_another_connection_writes_waits_for_wal(

@@ -1,13 +1,19 @@
 """One thread owns SQLite's write connection and commits queued writes in groups.
 
-With ``synchronous=FULL`` every commit waits for an fsync, so the writer takes every job
-waiting in its queue, runs each inside its own savepoint (a failing job fails alone),
-commits them all with one fsync, and only then answers each caller: group commit. The
-model is datasette's write thread.
+A durable commit waits for an fsync, so the writer takes every job waiting in its queue,
+runs each inside its own savepoint (a failing job fails alone) and commits them all; a
+second thread, the flusher, answers each caller once an fsync has covered that commit:
+group commit. While the flusher waits for the disk, the writer commits the next batch, so
+one fsync covers every batch committed during the last. The model is datasette's write
+thread.
 
 Several processes (``serve --workers N``, a CLI command beside a server) each have a writer
 of their own on one file; ``lock.WriteTurns`` has them take SQLite's write lock in
-turns, and answers a wait past the busy timeout with ``WriteLockTimeout`` (a 503).
+turns, and answers a wait past the busy timeout with ``WriteLockTimeout`` (a 503). The lock
+is held only while the statements run: the commit does not fsync under it
+(``synchronous=NORMAL``), and ``flush.WalFlush`` then syncs the WAL once for the commits of
+every writer on the machine that are waiting, so a batch's fsync carries every worker's
+writes.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...errors import StoreUnavailable
 from .connection import connect
+from .flush import WalFlush
 from .lock import WriteLockTimeout, WriteTurns
 
 log = logging.getLogger(__name__)
@@ -41,6 +49,7 @@ class _Job:
     background: bool = False  # may wait a moment to share a request's commit (the purge)
 
 
+_Outcome = tuple[_Job, Any, BaseException | None]  # a job, its result, or its error
 _STOP = object()
 # How long a batch of background jobs alone waits for a request's write to share its commit
 # (joined, a purge step costs that write the step's statements, not a commit of its own), while
@@ -65,12 +74,17 @@ class Writer:
     ):
         self._path = path
         self._max_batch = max_batch if group_commit else 1
+        self._group_commit = group_commit  # off: one write per commit, each its own fsync
         self._busy_timeout_ms = busy_timeout_ms
         self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="plantstore-writer", daemon=True)
+        # committed batches, answered by the flusher thread once an fsync has covered them
+        self._committed: queue.SimpleQueue[list[_Outcome] | object] = queue.SimpleQueue()
+        self._flusher: threading.Thread | None = None
+        self._disk_failed: StoreUnavailable | None = None  # set by a failed fsync, for good
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
-        self.commits = 0  # transactions committed (one fsync each)
+        self.commits = 0  # transactions committed (each durable before it is answered)
         self.jobs_committed = 0  # writes those transactions carried
         self._on_commit = on_commit  # told each commit's number of writes (for metrics)
         # told each wait for another process's lock: seconds, and whether it timed out
@@ -90,7 +104,9 @@ class Writer:
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        flusher = self._flusher
+        alive = self._thread.is_alive() and flusher is not None and flusher.is_alive()
+        return alive and self._disk_failed is None
 
     async def submit(
         self, fn: WriteFn, *, one_write: bool = False, background: bool = False
@@ -114,25 +130,76 @@ class Writer:
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
+        flush: WalFlush | None = None
         try:
             conn = connect(self._path, self._busy_timeout_ms)
             conn.execute("PRAGMA busy_timeout = 0")  # WriteTurns waits for the lock instead
+            conn.execute("PRAGMA synchronous = NORMAL")  # WalFlush syncs after the commit
+            flush = WalFlush(self._path)
             turns = WriteTurns(self._path, self._busy_timeout_ms / 1000, self._on_lock_wait)
         except BaseException as exc:
+            if flush is not None:
+                flush.close()
             if conn is not None:
                 conn.close()
             self._startup_error = exc
             self._ready.set()
             return
+        self._flusher = threading.Thread(
+            target=self._flush_committed, args=(flush,), name="plantstore-flusher", daemon=True
+        )
+        self._flusher.start()
         self._ready.set()
         try:
-            while self._serve_batch(conn, turns):
+            while self._serve_batch(conn, turns, flush):
                 pass
         finally:
+            self._committed.put(_STOP)
+            self._flusher.join()
             turns.close()
+            flush.close()
             conn.close()
 
-    def _serve_batch(self, conn: sqlite3.Connection, turns: WriteTurns) -> bool:
+    def _flush_committed(self, flush: WalFlush) -> None:
+        """Answer committed batches once an fsync begun after their commit has returned: one
+        fsync for every batch committed while the last one ran (the writer goes on to the
+        next batch meanwhile)."""
+        stop = False
+        while not stop:
+            item = self._committed.get()
+            pending: list[list[_Outcome]] = []
+            while True:
+                if item is _STOP:
+                    stop = True
+                else:
+                    pending.append(item)  # type: ignore[arg-type]
+                try:
+                    item = self._committed.get_nowait()
+                except queue.Empty:
+                    break
+            if pending:
+                self._flush(flush, pending)
+
+    def _flush(self, flush: WalFlush, pending: list[list[_Outcome]]) -> None:
+        """One fsync for ``pending``, then the answers. After a failed fsync the kernel may
+        have dropped the pages it could not write, so a later fsync that succeeds proves
+        nothing: like PostgreSQL, the writer refuses every write from then on (a 503, and
+        readiness fails) until the service is restarted and SQLite recovers from the WAL."""
+        if self._disk_failed is None:
+            try:
+                flush.after_commit()
+            except OSError as exc:
+                log.critical("fsync of the WAL failed (%s): writes refused until restart", exc)
+                self._disk_failed = StoreUnavailable(
+                    "the database's disk failed to sync; writes are refused until a restart"
+                )
+        error = self._disk_failed
+        for outcomes in pending:
+            if error is not None:
+                outcomes = [(job, None, error) for job, _, _ in outcomes]
+            _answer(outcomes)
+
+    def _serve_batch(self, conn: sqlite3.Connection, turns: WriteTurns, flush: WalFlush) -> bool:
         """Commit one group of jobs; return False once asked to stop."""
         first = self._queue.get()
         if first is _STOP:
@@ -144,7 +211,7 @@ class Writer:
             keep_going = self._wait_for_company(batch)
         if not all(job.background for job in batch):
             self._last_request_write = time.monotonic()
-        self._commit(conn, turns, batch)
+        self._commit(conn, turns, flush, batch)
         return keep_going
 
     def _wait_for_company(self, batch: list[_Job]) -> bool:
@@ -171,8 +238,13 @@ class Writer:
             batch.append(job)  # type: ignore[arg-type]
         return True
 
-    def _commit(self, conn: sqlite3.Connection, turns: WriteTurns, batch: list[_Job]) -> None:
-        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
+    def _commit(
+        self, conn: sqlite3.Connection, turns: WriteTurns, flush: WalFlush, batch: list[_Job]
+    ) -> None:
+        outcomes: list[_Outcome] = []
+        if self._disk_failed is not None:
+            _answer([(job, None, self._disk_failed) for job in batch])
+            return
         try:
             turns.begin(conn)
             for job in batch:
@@ -192,10 +264,16 @@ class Writer:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             outcomes = [(job, None, exc) for job in batch]
+        else:
+            if self._group_commit:
+                self._committed.put(outcomes)  # answered once an fsync has covered the commit
+            else:
+                self._flush(flush, [outcomes])  # its own fsync, before the next write begins
+            return
         _answer(outcomes)
 
     @staticmethod
-    def _run_job(conn: sqlite3.Connection, job: _Job) -> tuple[_Job, Any, BaseException | None]:
+    def _run_job(conn: sqlite3.Connection, job: _Job) -> _Outcome:
         if job.one_write:
             try:
                 return job, job.fn(conn), None
@@ -212,9 +290,9 @@ class Writer:
         return job, result, None
 
 
-def _answer(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
+def _answer(outcomes: list[_Outcome]) -> None:
     """Hand results back to each caller's event loop, one wake-up per loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, Any, BaseException | None]]] = {}
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
     for outcome in outcomes:
         loop = outcome[0].loop
         if loop is not None:
@@ -224,7 +302,7 @@ def _answer(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
             loop.call_soon_threadsafe(_resolve, items)
 
 
-def _resolve(items: list[tuple[_Job, Any, BaseException | None]]) -> None:
+def _resolve(items: list[_Outcome]) -> None:
     for job, result, error in items:
         future = job.future
         if future is None or future.done():  # the caller went away

@@ -1,0 +1,105 @@
+"""The machine's WAL fsync, shared by the writers of one file, tried with real processes."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from plantstore.db.sqlite.flush import WalFlush
+
+# A flusher in another process: it takes the fsync lock, says "started" as an fsync does,
+# and then hangs there until it is killed.
+HANG_MID_FSYNC = """
+import fcntl, sys, time
+from pathlib import Path
+from plantstore.db.sqlite.flush import WalFlush
+flush = WalFlush(Path(sys.argv[1]))
+fcntl.flock(flush._file, fcntl.LOCK_EX)
+flush._started.value += 1
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+# A writer in another process: N commits, each flushed; prints its own fsyncs.
+COMMIT_AND_FLUSH = """
+import sqlite3, sys
+from pathlib import Path
+from plantstore.db.sqlite.flush import WalFlush
+path, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+conn = sqlite3.connect(path, isolation_level=None, timeout=10)
+conn.execute("PRAGMA synchronous = NORMAL")
+flush = WalFlush(path)
+for number in range(count):
+    conn.execute("INSERT INTO t VALUES (?, ?)", (name, number))
+    flush.after_commit()
+print(flush.fsyncs, flush.started_and_finished(), flush=True)
+"""
+
+
+@pytest.fixture
+def wal_file(tmp_path: Path) -> Path:
+    path = tmp_path / "flush.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE t (writer TEXT, number INTEGER)")
+    conn.close()
+    return path
+
+
+def test_a_flusher_killed_mid_fsync_blocks_nobody(wal_file: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", HANG_MID_FSYNC, str(wal_file)], stdout=subprocess.PIPE, text=True
+    ) as hanging:
+        try:
+            assert hanging.stdout is not None
+            assert hanging.stdout.readline().strip() == "holding"
+            conn = sqlite3.connect(wal_file, isolation_level=None)
+            conn.execute("INSERT INTO t VALUES ('here', 1)")
+            flush = WalFlush(wal_file)
+            started, finished = flush.started_and_finished()
+            assert started == finished + 1  # the other process's fsync never finished
+            hanging.send_signal(signal.SIGKILL)
+            hanging.wait(timeout=10)
+            began = time.monotonic()
+            flush.after_commit()  # its lock went with it; its unfinished fsync does not count
+            assert time.monotonic() - began < 2
+            assert flush.fsyncs == 1
+            assert flush.started_and_finished() == (started + 1, started + 1)
+            flush.close()
+            conn.close()
+        finally:
+            hanging.kill()
+
+
+def test_two_processes_share_fsyncs_and_every_commit_is_covered(wal_file: Path) -> None:
+    count = 400
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", COMMIT_AND_FLUSH, str(wal_file), name, str(count)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    own_fsyncs = 0
+    for writer in writers:
+        out, _ = writer.communicate(timeout=120)
+        assert writer.returncode == 0
+        own_fsyncs += int(out.split()[0])
+    flush = WalFlush(wal_file)
+    started, finished = flush.started_and_finished()
+    flush.close()
+    assert started == finished == own_fsyncs  # every fsync begun was finished and counted
+    assert own_fsyncs < 2 * count  # some fsyncs carried the other process's commits too
+    conn = sqlite3.connect(wal_file)
+    assert conn.execute("SELECT writer, count(*) FROM t GROUP BY writer").fetchall() == [
+        ("a", count),
+        ("b", count),
+    ]
+    conn.close()
