@@ -1,6 +1,7 @@
 """Crash safety under SIGKILL: concurrent clients create and delete plants while the server
 is killed at random moments and restarted: on SQLite with one worker, on SQLite with several
-(where a kill takes sometimes one worker, which granian replaces, sometimes the whole server),
+(where a kill takes sometimes one worker, which granian replaces, sometimes the supervisor
+alone, whose workers then stop, sometimes the whole server),
 and on PostgreSQL.
 
 Afterwards every acknowledged plant must be listed with its exact name and tag, no
@@ -28,6 +29,7 @@ COLUMNS = (
     ("backend", 11),
     ("kills", 6),
     ("1 worker", 9),
+    ("supervisor", 11),
     ("+start", 7),
     ("ack creates", 12),
     ("ack deletes", 12),
@@ -56,6 +58,7 @@ def row(result: TortureResult) -> list[str]:
         label(result),
         str(result.kills),
         str(result.worker_kills),
+        str(result.supervisor_kills),
         str(result.startup_kills),
         str(result.acknowledged_creates),
         str(result.acknowledged_deletes),
@@ -76,13 +79,14 @@ def row(result: TortureResult) -> list[str]:
 
 LEGEND = """\
 kills: SIGKILLs under traffic; 1 worker: those of one worker alone (granian replaced it while
-the others served on), the rest took the whole server; +start: extra SIGKILLs of a server
-still starting.
+the others served on); supervisor: those of the supervisor alone (its workers stopped as on
+SIGTERM, then the server was restarted); the rest took the whole server; +start: extra
+SIGKILLs of a server still starting.
 ack creates/deletes: answered 200/204. uncertain: attempts cut off by a kill, or answered 503
 with Retry-After (either outcome allowed; each is repeated until answered); 503: those 503s.
 faults: any other 5xx answer (a 500, a 503 without Retry-After): each fails the run.
 listed: plants listed at the end.
-restart s: mean seconds from a whole-server kill to /healthz answering again.
+restart s: mean seconds from a whole-server or supervisor kill to /healthz answering again.
 respawn s: mean seconds from a one-worker kill to its replacement serving."""
 
 
@@ -125,6 +129,12 @@ def main() -> None:
         default=0.5,
         help="with several workers, the chance a kill takes one worker, not the server (0.5)",
     )
+    parser.add_argument(
+        "--supervisor-kill-chance",
+        type=float,
+        default=0.2,
+        help="with several workers, the chance a kill takes the supervisor alone (0.2)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed for the clients' choices")
     parser.add_argument(
         "--postgres",
@@ -153,6 +163,7 @@ def main() -> None:
             tokens_per_user=args.tokens_per_user,
             workers=workers,
             worker_kill_chance=args.worker_kill_chance,
+            supervisor_kill_chance=args.supervisor_kill_chance,
             seed=args.seed,
             progress=progress,
         )

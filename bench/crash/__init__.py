@@ -18,7 +18,10 @@ process group, restarts ``plantstore serve`` on the same database and port, and 
 several workers (``TortureConfig.workers``) some kills take one worker alone
 (``worker_kill_chance``): granian replaces it while the others serve on, and the killer waits
 for the replacement before going on. On SQLite that kills a writer that may hold the file's
-write lock mid-transaction while another process's writer waits for it.
+write lock mid-transaction, or the fsync lock mid-fsync, while another process's writer waits
+for it. Others take the supervisor alone (``supervisor_kill_chance``): the kernel sends its
+workers SIGTERM, they stop as on any SIGTERM, and the killer restarts the server once they
+are gone.
 Afterwards every user's plants are listed through the API and each key is judged:
 
 - lost: a plant whose create was acknowledged (and not later deleted, or only by a delete

@@ -25,6 +25,9 @@ class TortureConfig:
     workers: int = 1  # server processes (passed as --workers: the default is one per core)
     # With workers > 1, the chance that a kill takes one worker rather than the whole group.
     worker_kill_chance: float = 0.0
+    # With workers > 1, the chance that a kill takes the supervisor alone: its workers, told by
+    # the kernel, stop as on SIGTERM, and the server is restarted once they are gone.
+    supervisor_kill_chance: float = 0.0
     min_traffic: float = 0.05  # seconds of traffic between a restart and the next kill
     max_traffic: float = 0.4
     startup_kill_chance: float = 0.1  # also kill a restart before it answers, now and then
@@ -40,6 +43,7 @@ class TortureResult:
     workers: int = 1
     kills: int = 0  # SIGKILLs under traffic (of the whole group, or of one worker)
     worker_kills: int = 0  # of those, SIGKILLs of one worker, which granian replaced
+    supervisor_kills: int = 0  # of those, SIGKILLs of the supervisor alone
     startup_kills: int = 0  # extra SIGKILLs of a server still starting
     acknowledged_creates: int = 0
     acknowledged_deletes: int = 0
@@ -60,8 +64,8 @@ class TortureResult:
 
     @property
     def mean_restart(self) -> float:
-        group_kills = self.kills - self.worker_kills
-        return self.restart_seconds / group_kills if group_kills else 0.0
+        restarts = self.kills - self.worker_kills  # the group's kills and the supervisor's
+        return self.restart_seconds / restarts if restarts else 0.0
 
     @property
     def mean_respawn(self) -> float:

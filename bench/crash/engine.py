@@ -105,15 +105,18 @@ def kill_and_restart(
 ) -> None:
     """Let traffic run 50-400 ms, SIGKILL, restart, wait for /healthz; ``config.kills`` times.
 
-    With several workers, a kill now and then takes one worker instead (see ``Victim``)."""
+    With several workers, a kill now and then takes one worker instead, or the supervisor
+    alone (see ``Victim``)."""
     for kill in range(1, config.kills + 1):
         time.sleep(rng.uniform(config.min_traffic, config.max_traffic))
         for client in clients:
             if client.error is not None:
                 raise TortureError(f"{client.name} failed") from client.error
-        worker = None
-        if config.workers > 1 and rng.random() < config.worker_kill_chance:
+        worker, supervisor_alone, draw = None, False, rng.random()
+        if config.workers > 1 and draw < config.worker_kill_chance:
             worker = victim.killable_worker(rng)
+        elif config.workers > 1:
+            supervisor_alone = draw < config.worker_kill_chance + config.supervisor_kill_chance
         if worker is not None:
             killed = time.monotonic()
             victim.kill_worker(worker)  # the server stays up: the clients go on
@@ -124,7 +127,11 @@ def kill_and_restart(
             continue
         signals.up.clear()
         killed = time.monotonic()
-        victim.kill()
+        if supervisor_alone:
+            victim.kill_supervisor()
+            result.supervisor_kills += 1
+        else:
+            victim.kill()
         result.kills += 1
         if rng.random() < config.startup_kill_chance:
             victim.spawn()

@@ -149,6 +149,24 @@ class Victim:
         spawned = spawns[-1]  # the last: a pid of an earlier start may have been reused
         return f"Started worker-{spawned[1]}" in text[spawned.end() :]
 
+    def kill_supervisor(self, timeout: float = 30.0) -> None:
+        """SIGKILL the supervisor alone, then wait until its workers, which the kernel sends
+        SIGTERM, have stopped: orphans serving on would fail the run."""
+        if self._process is None:
+            return
+        workers = self.workers()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._process.pid, signal.SIGKILL)
+        self._process.wait()
+        deadline = time.monotonic() + timeout
+        while any(Path(f"/proc/{pid}").exists() for pid in workers):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._process.pid, signal.SIGKILL)
+                raise TortureError(f"workers {sorted(workers)} served on without their supervisor")
+            time.sleep(0.01)
+        self._process = None
+
     def kill(self) -> None:
         """SIGKILL the whole process group: no shutdown code runs anywhere."""
         if self._process is None:

@@ -404,3 +404,46 @@ def test_sigterm_while_the_workers_start_stops_them_before_they_serve(
         if process.poll() is None:
             kill_server(server)
     assert returncode == 0, log_path.read_text()[-2000:]
+
+
+def test_a_sigkilled_supervisor_takes_its_workers_down_gracefully(
+    db_url: str,
+    serve_args: tuple[str, ...],
+    tokens: dict[str, str],
+    tmp_path: Path,
+    stopped_at_the_end: list[LiveServer],
+) -> None:
+    """Orphaned workers would serve on and hold the port a restarted service needs: the
+    kernel sends each a SIGTERM when the supervisor dies, and they stop as on any SIGTERM."""
+    server = start_server(db_url, tmp_path / "server.log", *serve_args)
+    stopped_at_the_end.append(server)
+    workers = 2 if serve_args else 1
+    wait_for_started_workers(server, workers)
+    orphans = child_pids(server.process.pid)
+    assert len(orphans) == workers
+    traffic = Traffic(server, tokens)
+    try:
+        traffic.start()
+        deadline = time.monotonic() + 60
+        while traffic.answered() < 100 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed_at = time.monotonic()
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(timeout=10)
+        while any(Path(f"/proc/{pid}").exists() for pid in orphans):
+            assert time.monotonic() - killed_at < EXIT_BOUND, "the workers served on, orphaned"
+            time.sleep(0.05)
+    finally:
+        traffic.stop()
+
+    with socket.socket() as probe:  # the port is free for the service's restart
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port_of(server)))
+    broken = [outcome for outcome in traffic.outcomes if outcome.kind == "broken"]
+    assert not broken, f"{len(broken)} requests cut off or failed, e.g. {broken[:5]}"
+    answered = [outcome for outcome in traffic.outcomes if outcome.kind == "answered"]
+    stored = stored_plants(db_url, tmp_path / "restarted.log", serve_args, tokens)
+    for user in USERS:
+        acknowledged = {outcome.plant for outcome in answered if outcome.user == user}
+        lost = acknowledged - stored[user]
+        assert not lost, f"{len(lost)} acknowledged creates of {user} lost: {sorted(lost)[:10]}"

@@ -4,6 +4,7 @@ the metrics listener beside its supervisor."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
 import signal
@@ -118,7 +119,23 @@ def _stop_signals_end_a_starting_worker() -> None:
         return  # a fork made by a worker, or by something else: not ours to change
     for stop in _STOP_SIGNALS:
         signal.signal(stop, _end_starting_worker)
+    _stop_when_the_supervisor_dies()
     signal.pthread_sigmask(signal.SIG_SETMASK, _held_mask)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop_when_the_supervisor_dies() -> None:
+    """Have the kernel send this worker SIGTERM if its supervisor dies (SIGKILLed, say): an
+    orphaned worker would serve on, holding the port its restarted service needs. SIGTERM is
+    the graceful stop: requests in flight finish and every acknowledged write stays. (Linux;
+    granian forks its workers on its main thread, whose end is what the kernel watches.)"""
+    prctl = getattr(ctypes.CDLL(None), "prctl", None)  # this process's own libc
+    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        return  # not Linux: an orphan serves on until stopped, as before
+    if os.getppid() != _SUPERVISOR_PID:  # it died before the kernel was told
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _end_starting_worker(signum: int, frame: object) -> None:
