@@ -1,19 +1,18 @@
 """One thread owns SQLite's write connection and commits queued writes in groups.
 
 A durable commit waits for an fsync, so the writer takes every job waiting in its queue,
-runs each inside its own savepoint (a failing job fails alone) and commits them all; a
-second thread, the flusher, answers each caller once an fsync has covered that commit:
-group commit. While the flusher waits for the disk, the writer commits the next batch, so
-one fsync covers every batch committed during the last. The model is datasette's write
-thread.
+runs each inside its own savepoint (a failing job fails alone), commits them all, waits for
+an fsync of the WAL that began after the commit, and only then answers each caller: group
+commit. The model is datasette's write thread. Where the process may run on more than one
+core, a second thread, the flusher, waits for the fsync instead, so the writer commits the
+next batch meanwhile and one fsync covers every batch committed during the last.
 
 Several processes (``serve --workers N``, a CLI command beside a server) each have a writer
 of their own on one file; ``lock.WriteTurns`` has them take SQLite's write lock in
 turns, and answers a wait past the busy timeout with ``WriteLockTimeout`` (a 503). The lock
 is held only while the statements run: the commit does not fsync under it
-(``synchronous=NORMAL``), and ``flush.WalFlush`` then syncs the WAL once for the commits of
-every writer on the machine that are waiting, so a batch's fsync carries every worker's
-writes.
+(``synchronous=NORMAL``), and ``flush.WalFlush`` shares each fsync of the WAL among the
+writers of the machine: one covers the commits of every worker made before it began.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -74,7 +74,11 @@ class Writer:
     ):
         self._path = path
         self._max_batch = max_batch if group_commit else 1
-        self._group_commit = group_commit  # off: one write per commit, each its own fsync
+        # A flusher thread lets the next commit run while the disk syncs the last: worth its
+        # hand-offs only where it can run beside the writer. A process held to one core (a
+        # pinned worker) syncs on the writer's own thread, and so does group commit off (one
+        # write, one commit, one fsync). Measured: bench/README.md.
+        self._pipelined = group_commit and len(os.sched_getaffinity(0)) > 1
         self._busy_timeout_ms = busy_timeout_ms
         self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="plantstore-writer", daemon=True)
@@ -105,7 +109,7 @@ class Writer:
     @property
     def alive(self) -> bool:
         flusher = self._flusher
-        alive = self._thread.is_alive() and flusher is not None and flusher.is_alive()
+        alive = self._thread.is_alive() and (flusher is None or flusher.is_alive())
         return alive and self._disk_failed is None
 
     async def submit(
@@ -145,17 +149,21 @@ class Writer:
             self._startup_error = exc
             self._ready.set()
             return
-        self._flusher = threading.Thread(
-            target=self._flush_committed, args=(flush,), name="plantstore-flusher", daemon=True
-        )
-        self._flusher.start()
+        flusher = None
+        if self._pipelined:
+            flusher = threading.Thread(
+                target=self._flush_committed, args=(flush,), name="plantstore-flusher", daemon=True
+            )
+            flusher.start()
+        self._flusher = flusher
         self._ready.set()
         try:
             while self._serve_batch(conn, turns, flush):
                 pass
         finally:
-            self._committed.put(_STOP)
-            self._flusher.join()
+            if flusher is not None:
+                self._committed.put(_STOP)
+                flusher.join()
             turns.close()
             flush.close()
             conn.close()
@@ -265,10 +273,10 @@ class Writer:
                 conn.execute("ROLLBACK")
             outcomes = [(job, None, exc) for job in batch]
         else:
-            if self._group_commit:
+            if self._pipelined:
                 self._committed.put(outcomes)  # answered once an fsync has covered the commit
             else:
-                self._flush(flush, [outcomes])  # its own fsync, before the next write begins
+                self._flush(flush, [outcomes])  # the fsync here, before the next batch begins
             return
         _answer(outcomes)
 
