@@ -26,6 +26,7 @@ from lib.servers import HERE, require_real_disk
 from lib.services import start_service
 from lib.wrk import run_wrk
 from plantstore.auth.tokens import hash_token, new_token
+from speed.targets import Target
 
 PLANTS_EACH = 20
 GOAL = 0.9  # of the one-token rate
@@ -41,6 +42,18 @@ class CallersFigures:
         if self.one.result is None or self.many.result is None or not self.one.result.good_rate:
             return None
         return self.many.result.good_rate / self.one.result.good_rate
+
+    def target(self) -> Target:
+        """The many-callers target, for the run's list of targets and its plot."""
+        name, goal = f"list 10, {self.tokens:,} tokens in rotation / 1 token", f">= {GOAL}x"
+        value, one, many = self.ratio(), self.one.result, self.many.result
+        if value is None or one is None or many is None:
+            why = next((row.note for row in (self.one, self.many) if row.result is None), "")
+            return Target(name, goal, why or "not run", None)
+        rates = f"{many.good_rate:,.0f} vs {one.good_rate:,.0f}/s"
+        return Target(
+            name, goal, f"{value:.2f}x ({rates})", value >= GOAL, ratio=[value] * 3, floor=GOAL
+        )
 
     def summary(self) -> list[str]:
         lines = []

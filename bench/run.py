@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import layers
+import plots
 from callers_phase import callers_phase
 from copy_phase import copy_phase
-from lib import report
+from lib import latest, report
 from lib.loads import fresh_sqlite, half_rate
 from lib.measure import Measurement, Options, not_run
 from lib.seed import Layout
@@ -51,6 +52,7 @@ from speed.workers_phase import WorkerRow, not_run_rows, sqlite_workers
 from webhooks_phase import webhook_phase
 
 RESULTS = HERE / "results"
+DOCS_IMAGES = HERE.parent / "docs" / "img"  # the plots docs/benchmarks.md shows
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -128,6 +130,7 @@ class Phases:
     webhooks: list[str] = field(default_factory=list)  # webhooks_phase.py's summary lines
     copy: list[str] = field(default_factory=list)  # copy_phase.py's summary lines
     callers: list[str] = field(default_factory=list)  # callers_phase.py's summary lines
+    callers_target: targets.Target | None = None  # not run: no target
 
 
 def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phases:
@@ -162,10 +165,11 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
     else:
         print("SQLite, a purge of expired sandbox users beside another user's requests", flush=True)
         sandbox = sandbox_purge(options, args.sandbox_users)
-    callers_lines = ["not run: --skip-callers"]
+    callers_lines, callers_target = ["not run: --skip-callers"], None
     if not args.skip_callers:
         print("SQLite, list 10 with one token, then 10,000 in rotation, pinned", flush=True)
-        callers_lines = callers_phase(options, 1_000 if args.quick else 10_000).summary()
+        callers = callers_phase(options, 1_000 if args.quick else 10_000)
+        callers_lines, callers_target = callers.summary(), callers.target()
     webhook_lines = ["not run: --skip-webhooks"]
     if not args.skip_webhooks:
         print("Webhooks on SQLite, server and wrk pinned", flush=True)
@@ -186,6 +190,7 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
         webhook_lines,
         copy_lines,
         callers_lines,
+        callers_target,
     )
 
 
@@ -256,6 +261,8 @@ def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
     found = targets.targets(by_key, top, ours) + peer_report.targets(peers)
     found += workers_report.targets(workers)
     found.append(jwt_target(by_key))
+    if phases.callers_target is not None:
+        found.append(phases.callers_target)
     found += sandbox_report.targets(phases.sandbox)
     print()
     print("targets (reported, not asserted):")
@@ -315,6 +322,20 @@ def main() -> None:
     }
     path = report.write_json(args.results, stamp, payload)
     print(f"\nwritten: {path} (and {path.parent / 'latest.json'})")
+    publish(args, payload, path)
+
+
+def publish(args: argparse.Namespace, payload: dict[str, object], path: Path) -> None:
+    """A full run becomes the report: its plots in docs/img and its table in bench/README.md
+    (commit them with its JSON, ``git add -f``); a --quick run only prints."""
+    table = latest.markdown(payload, path.name)
+    if args.quick or args.results.resolve() != RESULTS.resolve():
+        print(f"\nnot published (--quick, or --results elsewhere); the table would be:\n{table}")
+        return
+    for plot in plots.draw(payload, DOCS_IMAGES):
+        print(f"written: {plot}")
+    latest.write(HERE / "README.md", table)
+    print(f"written: {HERE / 'README.md'} (its latest run)")
 
 
 if __name__ == "__main__":

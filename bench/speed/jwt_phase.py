@@ -102,4 +102,11 @@ def jwt_target(rows: dict[str, Measurement]) -> Target:
         figures = f"{ratio:.2f}x ({with_jwt:,.0f} vs {before:,.0f} / {after:,.0f} req/s)"
         return figures, ratio >= RATIO
 
-    return check("list 10 with a JWT vs a pst_ token", f">= {RATIO}x", needed, judge)
+    target = check("list 10 with a JWT vs a pst_ token", f">= {RATIO}x", needed, judge)
+    results = [row.result for row in needed if row is not None and row.result is not None]
+    if target.met is not None and len(results) == len(needed):
+        before, with_jwt, after = (result.good_rate for result in results)
+        if before + after:
+            value = with_jwt / ((before + after) / 2)
+            target.ratio, target.floor = [value, value, value], RATIO
+    return target

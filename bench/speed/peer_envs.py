@@ -20,6 +20,18 @@ from pathlib import Path
 from lib.servers import HERE, Server, launch
 
 PEERS_DIR = HERE / "peers"
+# What a reader of the report needs to know a peer by (the rest is pinned in its file too).
+KEY_PACKAGES = (
+    "fastapi",
+    "pydantic",
+    "starlette",
+    "msgspec",
+    "uvicorn",
+    "granian",
+    "uvloop",
+    "asyncpg",
+    "aiosqlite",
+)
 VENVS = PEERS_DIR / ".venvs"
 
 
@@ -37,6 +49,16 @@ class Peer:
     @property
     def venv(self) -> Path:
         return VENVS / self.name
+
+    def versions(self) -> dict[str, str]:
+        """The pinned versions of the packages that make the peer what it is."""
+        pins = {}
+        for line in self.requirements.read_text().splitlines():
+            name, _, version = line.partition("==")
+            name = name.split("[")[0].strip().lower()
+            if version and name in KEY_PACKAGES:
+                pins[name] = version.strip()
+        return pins
 
     def command(self) -> list[str]:
         """The server as its docs start it; ``launch`` adds ``--port``."""

@@ -22,6 +22,8 @@ from speed.peer_phase import (
 )
 from speed.targets import Target
 
+PEERS = (FASTAPI_SQLITE, STARLETTE_NAIVE, FASTAPI_ASYNCPG)
+
 # (backend, peer, scenario, how many times the peer's rate plantstore is to manage)
 GOALS: tuple[tuple[str, Peer, str, float], ...] = (
     (SQLITE, STARLETTE_NAIVE, "list10", 1.0),
@@ -67,7 +69,18 @@ def table(contenders: list[Contender], top: float | None, pin: str) -> str:
         for contender in (c for c in contenders if c.backend == backend):
             lines.append(_line(_cells(contender, ours, top)))
             notes += _notes(contender)
+    lines.append("versions (pinned in bench/peers/<name>.requirements.txt):")
+    lines += [f"  {peer.label}: {_versions(peer)}" for peer in _peers_run(contenders)]
     return "\n".join([*lines, *(["notes:", *notes] if notes else [])])
+
+
+def _peers_run(contenders: list[Contender]) -> list[Peer]:
+    names = {contender.name for contender in contenders}
+    return [peer for peer in PEERS if peer.name in names]
+
+
+def _versions(peer: Peer) -> str:
+    return ", ".join(f"{name} {version}" for name, version in peer.versions().items())
 
 
 def _line(cells: list[str]) -> str:
@@ -150,7 +163,17 @@ def targets(contenders: list[Contender]) -> list[Target]:
             f"{mine.result.good_rate:,.0f} vs {yours.result.good_rate:,.0f}/s)"
         )
         settled = low >= floor or high < floor
-        found.append(Target(name, f">= {floor:g}x", measured, median >= floor, settled))
+        found.append(
+            Target(
+                name,
+                f">= {floor:g}x",
+                measured,
+                median >= floor,
+                settled,
+                ratio=[median, low, high],
+                floor=floor,
+            )
+        )
     return found
 
 
@@ -179,4 +202,5 @@ def as_json(contenders: list[Contender], top: float | None) -> dict[str, Any]:
         "seeded_plants": 20,
         "contenders": [contender.as_json() for contender in contenders],
         "plantstore_ratios": ratios,
+        "versions": {peer.name: peer.versions() for peer in _peers_run(contenders)},
     }

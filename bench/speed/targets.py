@@ -25,6 +25,9 @@ class Target:
     measured: str
     met: bool | None  # None: not measured; for a range, whether its median meets the goal
     settled: bool = True  # False: a range of rounds that straddles the goal
+    # A ratio's figures for the report's plot: [median, lowest, highest] and its floor.
+    ratio: list[float] | None = None
+    floor: float | None = None
 
     @property
     def verdict(self) -> str:

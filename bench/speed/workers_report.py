@@ -17,8 +17,8 @@ from speed.workers_phase import CEILING_WORKERS, SCENARIOS, WORKER_COUNTS, Worke
 # (scenario, what the target calls it, how many times one worker's rate two are to manage)
 GOALS = (
     ("list10", "list 10", 1.5),
-    ("create", "durable creates", 1.0),
-    ("mix", "mix 80/10/10", 1.3),
+    ("create", "durable creates", 1.2),
+    ("mix", "mix 80/10/10", 1.4),
 )
 STILL_SCALING = 1.1  # more workers "scale" while each step buys at least 10 % more creates
 COLUMNS = (
@@ -189,7 +189,16 @@ def targets(rows: list[WorkerRow]) -> list[Target]:
             found.append(Target(name, goal, (missing or ["not run"])[0], None))
             continue
         rates = f"{two.row.result.good_rate:,.0f} vs {one.row.result.good_rate:,.0f}/s, unpinned"
-        found.append(Target(name, goal, f"{value:.2f}x ({rates})", value >= floor))
+        found.append(
+            Target(
+                name,
+                goal,
+                f"{value:.2f}x ({rates})",
+                value >= floor,
+                ratio=[value, value, value],
+                floor=floor,
+            )
+        )
     return found
 
 

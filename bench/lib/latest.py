@@ -1,0 +1,42 @@
+"""The report's one current table: every target of a run, its verdict and figure, written into
+bench/README.md between two markers, so that the README always shows one run, the latest full
+one, and its commit. Earlier runs live in bench/results/ only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+BEGIN = "<!-- latest run: written by make bench -->"
+END = "<!-- end of the latest run -->"
+
+
+def markdown(payload: dict[str, Any], results_name: str) -> str:
+    """The run's header line and its targets as a Markdown table."""
+    code = payload.get("code", {})
+    commit = str(code.get("commit", "?"))[:7] + (
+        " (with uncommitted changes)" if code.get("dirty") else ""
+    )
+    machine = payload.get("machine", {})
+    lines = [
+        f"Run `{payload.get('started_utc', '?')}` on commit `{commit}`: "
+        f"{machine.get('nproc', '?')} cores ({machine.get('cpu', '?')}), Python "
+        f"{machine.get('python', '?')}, SQLite {machine.get('sqlite', '?')}, granian "
+        f"{machine.get('granian', '?')}; {payload.get('duration_s', 0) / 60:.0f} minutes; "
+        f"all figures in [`results/{results_name}`](results/{results_name}).",
+        "",
+        "| target | goal | measured | verdict |",
+        "|---|---|---|---|",
+    ]
+    for target in payload.get("targets", []):
+        cells = (target["name"], target["goal"], target["measured"], target["verdict"])
+        lines.append("| " + " | ".join(str(cell).replace("|", "/") for cell in cells) + " |")
+    return "\n".join(lines)
+
+
+def write(readme: Path, table: str) -> None:
+    """Replace what stands between the markers with ``table``."""
+    text = readme.read_text()
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    readme.write_text(f"{text[:start]}\n{table}\n{text[end:]}")
