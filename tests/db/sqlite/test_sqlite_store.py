@@ -15,6 +15,7 @@ from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite.connection import connect
 from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.writer import Writer
+from plantstore.errors import StoreUnavailable
 from plantstore.plants.store import CreateOutcome, PlantRecord
 from plantstore.settings import Settings
 from tests.stores import Stores
@@ -217,3 +218,24 @@ def test_repeated_create_reports_unchanged_or_conflict(db_path: Path) -> None:
         CreateOutcome.UNCHANGED,
         CreateOutcome.CONFLICT,
     ]
+
+
+def test_a_write_after_the_writer_stopped_is_a_503_at_once(db_path: Path) -> None:
+    """No caller waits for a writer that is no more (stopped, or ended on a fault): the
+    write is refused as unavailable, with Retry-After, as the contract's 503."""
+
+    async def scenario() -> None:
+        store = open_store(db_path)
+        await store.open()
+        uid = await user_id(store)
+        writer_of(store).stop()
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailable) as refused:
+            await store.plants.create_plant(uid, PlantRecord(1, "Fern", None))
+        assert time.monotonic() - began < 1
+        assert refused.value.status == 503
+        assert refused.value.headers == {"Retry-After": "1"}
+        assert not writer_of(store).alive
+        await store.close()
+
+    asyncio.run(scenario())

@@ -86,6 +86,7 @@ class Writer:
         self._committed: queue.SimpleQueue[list[_Outcome] | object] = queue.SimpleQueue()
         self._flusher: threading.Thread | None = None
         self._disk_failed: StoreUnavailable | None = None  # set by a failed fsync, for good
+        self._gone: StoreUnavailable | None = None  # set when the writer thread has ended
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self.commits = 0  # transactions committed (each durable before it is answered)
@@ -123,6 +124,8 @@ class Writer:
         ``background`` lets the job wait up to ``BACKGROUND_WAIT_S`` for a request's write to
         share its commit, so that it adds no commit of its own for requests to wait behind.
         """
+        if self._gone is not None:
+            raise self._gone  # never a wait for a writer that is no more
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.put(_Job(fn, loop, future, one_write, background))
@@ -160,6 +163,9 @@ class Writer:
         try:
             while self._serve_batch(conn, turns, flush):
                 pass
+        except BaseException:
+            log.exception("the SQLite writer stopped on a fault; writes are refused")
+            raise
         finally:
             if flusher is not None:
                 self._committed.put(_STOP)
@@ -167,6 +173,19 @@ class Writer:
             turns.close()
             flush.close()
             conn.close()
+            self._refuse_what_is_left()
+
+    def _refuse_what_is_left(self) -> None:
+        """Once the thread ends (stopped, or on a fault), a write still queued, or submitted
+        from now on, is a 503: no caller waits for a writer that is no more."""
+        self._gone = StoreUnavailable("the database's writer has stopped; retry shortly")
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(job, _Job):
+                _answer([(job, None, self._gone)])
 
     def _flush_committed(self, flush: WalFlush) -> None:
         """Answer committed batches once an fsync begun after their commit has returned: one
@@ -196,7 +215,7 @@ class Writer:
         if self._disk_failed is None:
             try:
                 flush.after_commit()
-            except OSError as exc:
+            except Exception as exc:  # OSError from the disk; anything else as unproven
                 log.critical("fsync of the WAL failed (%s): writes refused until restart", exc)
                 self._disk_failed = StoreUnavailable(
                     "the database's disk failed to sync; writes are refused until a restart"
