@@ -46,7 +46,15 @@ from speed.peer_phase import (
     postgres_peers,
     sqlite_peers,
 )
-from speed.phases import PG_LABEL, group_commit_off, postgres, reference, sqlite_main, sqlite_small
+from speed.phases import (
+    PG_LABEL,
+    group_commit_off,
+    postgres,
+    reference,
+    sqlite_main,
+    sqlite_small,
+    stages,
+)
 from speed.sandbox_phase import SandboxResult, not_run_result, sandbox_purge
 from speed.workers_phase import WorkerRow, not_run_rows, sqlite_workers
 from webhooks_phase import webhook_phase
@@ -84,6 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-webhooks", action="store_true", help="no webhooks_phase.py")
     parser.add_argument("--skip-copy", action="store_true", help="no copy_phase.py (db copy)")
     parser.add_argument("--skip-callers", action="store_true", help="no callers_phase.py")
+    parser.add_argument(
+        "--skip-stages", action="store_true", help="no py-spy run for where the time goes"
+    )
     parser.add_argument(
         "--peer-rounds", type=int, default=None, help="interleaved rounds of the peers (3)"
     )
@@ -131,6 +142,7 @@ class Phases:
     copy: list[str] = field(default_factory=list)  # copy_phase.py's summary lines
     callers: list[str] = field(default_factory=list)  # callers_phase.py's summary lines
     callers_target: targets.Target | None = None  # not run: no target
+    stages: Measurement | None = None  # list 10 sampled by py-spy, for the stages table
 
 
 def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phases:
@@ -144,6 +156,10 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
     rows += main_rows
     rows.append(sqlite_small(options, layout, half_rate(main_rows[0])))
     rows.append(group_commit_off(options, url, token))
+    sampled = None
+    if not (args.profile or args.skip_stages):  # --profile samples the rows themselves
+        print("SQLite, list 10 sampled by py-spy: where the time goes", flush=True)
+        sampled = stages(options, url, token, args.results)
     if args.skip_peers:
         peers = not_run_contenders(SQLITE, "--skip-peers")
     else:
@@ -191,6 +207,7 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
         copy_lines,
         callers_lines,
         callers_target,
+        sampled,
     )
 
 
@@ -267,6 +284,13 @@ def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
     print()
     print("targets (reported, not asserted):")
     print(targets.targets_text(found))
+    if phases.stages is not None:
+        unsampled = by_key.get("list10")
+        us = unsampled.cpu_us_per_request if unsampled is not None else None
+        print("\nwhere the time goes: list 10 sampled by py-spy in a run of its own, each stage's")
+        print("share of the samples scaled to the unsampled list 10's CPU per request:")
+        recording = next((p for p in phases.stages.profiles if p.endswith("-collapsed.txt")), None)
+        print(layers.table(Path(recording), us) if recording else f"  {phases.stages.note}")
     profiles = [path for row in rows for path in row.profiles]
     if profiles:
         print("\npy-spy profiles (the profiled rows ran slower for it):")
@@ -279,6 +303,29 @@ def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
                 if path.endswith("-collapsed.txt"):
                     print(layers.table(Path(path), row.cpu_us_per_request))
     return found
+
+
+def stages_json(phases: Phases, rows: list[Measurement]) -> dict[str, object] | None:
+    """The stages table as data: each stage's share of the samples, and the µs they scale to."""
+    sampled = phases.stages
+    recording = (
+        next((p for p in sampled.profiles if p.endswith("-collapsed.txt")), None)
+        if sampled
+        else None
+    )
+    if recording is None:
+        return None
+    counts = layers.split(Path(recording).read_text())
+    total = sum(counts.values()) or 1
+    unsampled = next((row for row in rows if row.key == "list10"), None)
+    us = unsampled.cpu_us_per_request if unsampled is not None else None
+    return {
+        "us_per_request": us,
+        "stages": {
+            stage: {"share": count / total, "us": None if us is None else us * count / total}
+            for stage, count in counts.most_common()
+        },
+    }
 
 
 def main() -> None:
@@ -318,6 +365,7 @@ def main() -> None:
         "webhooks": phases.webhooks,
         "db_copy": phases.copy,
         "many_callers": phases.callers,
+        "stages": stages_json(phases, rows),
         "targets": [{**vars(target), "verdict": target.verdict} for target in found],
     }
     path = report.write_json(args.results, stamp, payload)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import time
+from pathlib import Path
 
 import asyncpg
 
@@ -62,6 +63,22 @@ def sqlite_main(options: Options, layout: Layout, url: str, token: str) -> list[
         return rows
     finally:
         server.stop()
+
+
+def stages(options: Options, url: str, token: str, directory: Path) -> Measurement:
+    """list 10 once more on the big file, sampled by py-spy for the where-the-time-goes table
+    (layers.py). A run of its own: sampling slows the server, so the measured rows are not
+    sampled; the stages' shares are scaled to the unsampled list 10's CPU per request."""
+    sampled = dataclasses.replace(options, profile_dir=directory)  # kept: the report reads it
+    server = start_service(options, "sqlite-stages", url, token)
+    try:
+        warm_up(server, options)
+        row = measure(server, Load(profile=True), sampled, "list10_stages", "list 10, sampled")
+    finally:
+        server.stop()
+    if not any(path.endswith("-collapsed.txt") for path in row.profiles):
+        row.note = "py-spy recorded nothing (make bench installs it; it needs ptrace)"
+    return row
 
 
 def sqlite_small(options: Options, layout: Layout, rate: int) -> Measurement:
