@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import layers
-import plots
 from callers_phase import callers_phase
 from copy_phase import copy_phase
 from lib import latest, report
@@ -35,6 +34,7 @@ from lib.loads import fresh_sqlite, half_rate
 from lib.measure import Measurement, Options, not_run
 from lib.seed import Layout
 from lib.servers import HERE, require_real_disk
+from publish import publish as published
 from speed import peer_report, sandbox_report, targets, workers_report
 from speed.jwt_phase import jwt_rows, jwt_target
 from speed.jwt_phase import not_run_rows as jwt_not_run
@@ -60,7 +60,6 @@ from speed.workers_phase import WorkerRow, not_run_rows, sqlite_workers
 from webhooks_phase import webhook_phase
 
 RESULTS = HERE / "results"
-DOCS_IMAGES = HERE.parent / "docs" / "img"  # the plots docs/benchmarks.md shows
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -332,6 +331,7 @@ def main() -> None:
     """Run every phase in a scratch directory beside the results, then report."""
     args = parse_args()
     stamp, load_before = report.begin_run({"wrk": "wrk", "taskset": "util-linux"}, args.results)
+    code = report.code_version()  # the tree measured: read before a long run, not after it
     require_real_disk(args.results)
     layout = Layout.for_run(args.users, args.plants_per_user, args.seconds)
     started = time.monotonic()
@@ -353,7 +353,7 @@ def main() -> None:
     payload = {
         "started_utc": stamp,
         "duration_s": round(time.monotonic() - started, 1),
-        "code": report.code_version(),
+        "code": code,
         "machine": report.machine(),
         "load_average": {"before": load_before, "after": report.load_average()},
         "settings": settings(args, layout),
@@ -374,16 +374,13 @@ def main() -> None:
 
 
 def publish(args: argparse.Namespace, payload: dict[str, object], path: Path) -> None:
-    """A full run becomes the report: its plots in docs/img and its table in bench/README.md
-    (commit them with its JSON, ``git add -f``); a --quick run only prints."""
-    table = latest.markdown(payload, path.name)
+    """A full run becomes the report (publish.py); a --quick run only prints its table."""
     if args.quick or args.results.resolve() != RESULTS.resolve():
+        table = latest.markdown(payload, path.name)
         print(f"\nnot published (--quick, or --results elsewhere); the table would be:\n{table}")
         return
-    for plot in plots.draw(payload, DOCS_IMAGES):
-        print(f"written: {plot}")
-    latest.write(HERE / "README.md", table)
-    print(f"written: {HERE / 'README.md'} (its latest run)")
+    for written in published(payload, path):
+        print(f"written: {written}")
 
 
 if __name__ == "__main__":

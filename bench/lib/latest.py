@@ -25,6 +25,7 @@ def markdown(payload: dict[str, Any], results_name: str) -> str:
         f"{machine.get('python', '?')}, SQLite {machine.get('sqlite', '?')}, granian "
         f"{machine.get('granian', '?')}; {payload.get('duration_s', 0) / 60:.0f} minutes; "
         f"all figures in [`results/{results_name}`](results/{results_name}).",
+        *_peer_versions(payload),
         "",
         "| target | goal | measured | verdict |",
         "|---|---|---|---|",
@@ -33,6 +34,18 @@ def markdown(payload: dict[str, Any], results_name: str) -> str:
         cells = (target["name"], target["goal"], target["measured"], target["verdict"])
         lines.append("| " + " | ".join(str(cell).replace("|", "/") for cell in cells) + " |")
     return "\n".join(lines)
+
+
+def _peer_versions(payload: dict[str, Any]) -> list[str]:
+    """One line naming each peer's pinned framework versions, when peers ran."""
+    versions = (payload.get("peers") or {}).get("versions") or {}
+    if not versions:
+        return []
+    peers = "; ".join(
+        f"{name}: " + ", ".join(f"{package} {version}" for package, version in pins.items())
+        for name, pins in versions.items()
+    )
+    return ["", f"Peers (pinned in `peers/<name>.requirements.txt`): {peers}."]
 
 
 def write(readme: Path, table: str) -> None:

@@ -87,7 +87,7 @@ def _group_commit_gain(on: Measurement | None, off: Measurement | None) -> Targe
     def judge(results: list[WrkResult]) -> tuple[str, bool]:
         with_group, without = results[0].rate, results[1].rate
         gain = with_group / without if without else float("inf")
-        return f"{gain:.1f}x ({with_group:,.0f}/s vs {without:,.0f}/s off)", gain >= 4
+        return f"{gain:.2f}x ({with_group:,.0f}/s vs {without:,.0f}/s off)", gain >= 4
 
     return check("creates, group commit on vs off", ">= 4x", [on, off], judge)
 

@@ -4,9 +4,9 @@ commit.
 Writers commit with ``synchronous=NORMAL``: the commit writes its frames to the WAL and
 releases SQLite's write lock without an fsync, so another worker's writer can commit meanwhile.
 Before anyone is answered, ``WalFlush.after_commit`` makes those frames durable the way
-PostgreSQL's backends flush their WAL: under an exclusive ``flock`` one process at a time
-``fdatasync``\\ s the WAL, and a process whose commit an fsync *started after it* has already
-covered returns without one. Two counters in a small file beside the database
+PostgreSQL's backends flush their WAL: under an exclusive ``flock``, one process at a time
+calls ``fdatasync`` on the WAL, and a process whose commit an fsync *begun after it* has
+already covered returns without one. Two counters in a small file beside the database
 (``<database>-flush``, mapped into every writer's memory) say which fsyncs have started and
 which have finished; a flush that dies half-way leaves "finished" behind "started", so the
 next one syncs again. ``flock`` goes with its process: a killed flusher blocks nobody.
@@ -37,7 +37,9 @@ class WalFlush:
     def __init__(self, database: Path) -> None:
         self._wal = f"{database}-wal"
         self._wal_fd = -1
-        self._file = os.open(f"{database}-flush", os.O_RDWR | os.O_CREAT, 0o600)
+        # 0o666 less the umask, as SQLite makes -wal and -shm: whoever may write the database
+        # may take part in its flushes.
+        self._file = os.open(f"{database}-flush", os.O_RDWR | os.O_CREAT, 0o666)
         try:
             if os.fstat(self._file).st_size < _SIZE:
                 os.ftruncate(self._file, _SIZE)  # zeros; two processes doing it agree

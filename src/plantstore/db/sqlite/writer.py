@@ -77,7 +77,7 @@ class Writer:
         # A flusher thread lets the next commit run while the disk syncs the last: worth its
         # hand-offs only where it can run beside the writer. A process held to one core (a
         # pinned worker) syncs on the writer's own thread, and so does group commit off (one
-        # write, one commit, one fsync). Measured: bench/README.md.
+        # write, one commit, one fsync). bench/trees.py measures either way, pinned or not.
         self._pipelined = group_commit and len(os.sched_getaffinity(0)) > 1
         self._busy_timeout_ms = busy_timeout_ms
         self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
@@ -163,9 +163,8 @@ class Writer:
         try:
             while self._serve_batch(conn, turns, flush):
                 pass
-        except BaseException:
+        except Exception:  # a fault of ours: logged once, and every write answered 503
             log.exception("the SQLite writer stopped on a fault; writes are refused")
-            raise
         finally:
             if flusher is not None:
                 self._committed.put(_STOP)
