@@ -1,4 +1,5 @@
-"""The SQLite store on real files: every write synced before its answer, group commit, failures isolated, reads free."""
+"""The SQLite store on real files: every write synced before its answer, group commit,
+failures isolated, reads free."""
 
 from __future__ import annotations
 
