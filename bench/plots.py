@@ -18,6 +18,8 @@ from matplotlib.figure import Figure
 matplotlib.use("Agg")  # no screen: files only
 import matplotlib.pyplot as plt
 
+from lib import latest
+
 RATIOS_SVG = "bench-ratios.svg"
 WORKERS_SVG = "bench-workers.svg"
 COLOURS = {"met": "#2e7d32", "unsettled": "#ef8f00", "NOT MET": "#c62828"}
@@ -107,9 +109,7 @@ def _workers(payload: dict[str, Any]) -> Figure | None:
 
 
 def _title(payload: dict[str, Any], what: str) -> str:
-    code = payload.get("code", {})
-    commit = str(code.get("commit", "?"))[:7] + (" with changes" if code.get("dirty") else "")
-    return f"{what}: run {payload.get('started_utc', '?')}, commit {commit}"
+    return f"{what}: run {payload.get('started_utc', '?')}, commit {latest.commit_of(payload)}"
 
 
 def main() -> None:

@@ -284,12 +284,11 @@ def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
     print("targets (reported, not asserted):")
     print(targets.targets_text(found))
     if phases.stages is not None:
-        unsampled = by_key.get("list10")
-        us = unsampled.cpu_us_per_request if unsampled is not None else None
         print("\nwhere the time goes: list 10 sampled by py-spy in a run of its own, each stage's")
         print("share of the samples scaled to the unsampled list 10's CPU per request:")
-        recording = next((p for p in phases.stages.profiles if p.endswith("-collapsed.txt")), None)
-        print(layers.table(Path(recording), us) if recording else f"  {phases.stages.note}")
+        recording = _stage_recording(phases)
+        us = _list_us(rows)
+        print(layers.table(recording, us) if recording else f"  {phases.stages.note}")
     profiles = [path for row in rows for path in row.profiles]
     if profiles:
         print("\npy-spy profiles (the profiled rows ran slower for it):")
@@ -304,20 +303,25 @@ def show(phases: Phases, args: argparse.Namespace) -> list[targets.Target]:
     return found
 
 
+def _stage_recording(phases: Phases) -> Path | None:
+    """The stages run's py-spy recording (collapsed stacks), if it recorded anything."""
+    profiles = phases.stages.profiles if phases.stages is not None else []
+    return next((Path(p) for p in profiles if p.endswith("-collapsed.txt")), None)
+
+
+def _list_us(rows: list[Measurement]) -> float | None:
+    """The unsampled list 10's CPU per request, which the stages' shares are scaled to."""
+    return next((row.cpu_us_per_request for row in rows if row.key == "list10"), None)
+
+
 def stages_json(phases: Phases, rows: list[Measurement]) -> dict[str, object] | None:
     """The stages table as data: each stage's share of the samples, and the µs they scale to."""
-    sampled = phases.stages
-    recording = (
-        next((p for p in sampled.profiles if p.endswith("-collapsed.txt")), None)
-        if sampled
-        else None
-    )
+    recording = _stage_recording(phases)
     if recording is None:
         return None
-    counts = layers.split(Path(recording).read_text())
+    counts = layers.split(recording.read_text())
     total = sum(counts.values()) or 1
-    unsampled = next((row for row in rows if row.key == "list10"), None)
-    us = unsampled.cpu_us_per_request if unsampled is not None else None
+    us = _list_us(rows)
     return {
         "us_per_request": us,
         "stages": {

@@ -12,12 +12,16 @@ BEGIN = "<!-- latest run: written by make bench -->"
 END = "<!-- end of the latest run -->"
 
 
+def commit_of(payload: dict[str, Any]) -> str:
+    """The measured commit, short, and whether the tree differed from it."""
+    code = payload.get("code", {})
+    dirty = " (with uncommitted changes)" if code.get("dirty") else ""
+    return str(code.get("commit", "?"))[:7] + dirty
+
+
 def markdown(payload: dict[str, Any], results_name: str) -> str:
     """The run's header line and its targets as a Markdown table."""
-    code = payload.get("code", {})
-    commit = str(code.get("commit", "?"))[:7] + (
-        " (with uncommitted changes)" if code.get("dirty") else ""
-    )
+    commit = commit_of(payload)
     machine = payload.get("machine", {})
     lines = [
         f"Run `{payload.get('started_utc', '?')}` on commit `{commit}`: "

@@ -133,9 +133,13 @@ class Traffic:
         self._threads = [threading.Thread(target=self._run, args=(i,)) for i in range(THREADS)]
         self.outcomes: list[Outcome] = []
 
-    def start(self) -> None:
+    def start(self, *, until_answered: int = 0) -> None:
+        """Start the threads; return once ``until_answered`` creates were answered (or 60 s)."""
         for thread in self._threads:
             thread.start()
+        deadline = time.monotonic() + 60
+        while self.answered() < until_answered and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def stop(self) -> None:
         self._stop.set()
@@ -276,6 +280,14 @@ def stored_plants(
         stop_server(server)
 
 
+def assert_none_lost(answered: list[Outcome], stored: dict[str, set[tuple[str, str]]]) -> None:
+    """Every create answered 200 is among its user's stored plants."""
+    for user in USERS:
+        acknowledged = {outcome.plant for outcome in answered if outcome.user == user}
+        lost = acknowledged - stored[user]
+        assert not lost, f"{len(lost)} acknowledged creates of {user} lost: {sorted(lost)[:10]}"
+
+
 def test_sigterm_during_traffic_finishes_in_flight_requests_and_keeps_every_write(
     db_url: str,
     serve_args: tuple[str, ...],
@@ -290,10 +302,7 @@ def test_sigterm_during_traffic_finishes_in_flight_requests_and_keeps_every_writ
     traffic = Traffic(server, tokens)
     connections: list[http.client.HTTPConnection] = []
     try:
-        traffic.start()
-        deadline = time.monotonic() + 60
-        while traffic.answered() < 100 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        traffic.start(until_answered=100)
         slow = [
             SlowCreate(server, USERS[0], tokens[USERS[0]], -plant_id)
             for plant_id in range(1, IN_FLIGHT + 1)
@@ -328,11 +337,9 @@ def test_sigterm_during_traffic_finishes_in_flight_requests_and_keeps_every_writ
     assert any(outcome.finished < signalled_at for outcome in answered)
     assert any(outcome.finished > signalled_at for outcome in answered)
 
-    stored = stored_plants(db_url, tmp_path / "restarted.log", serve_args, tokens)
-    for user in USERS:
-        acknowledged = {outcome.plant for outcome in answered if outcome.user == user}
-        lost = acknowledged - stored[user]
-        assert not lost, f"{len(lost)} acknowledged creates of {user} lost: {sorted(lost)[:10]}"
+    assert_none_lost(
+        answered, stored_plants(db_url, tmp_path / "restarted.log", serve_args, tokens)
+    )
 
 
 def test_a_stalled_client_holds_the_shutdown_no_longer_than_the_setting(
@@ -423,10 +430,7 @@ def test_a_sigkilled_supervisor_takes_its_workers_down_gracefully(
     assert len(orphans) == workers
     traffic = Traffic(server, tokens)
     try:
-        traffic.start()
-        deadline = time.monotonic() + 60
-        while traffic.answered() < 100 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        traffic.start(until_answered=100)
         killed_at = time.monotonic()
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(timeout=10)
@@ -442,8 +446,6 @@ def test_a_sigkilled_supervisor_takes_its_workers_down_gracefully(
     broken = [outcome for outcome in traffic.outcomes if outcome.kind == "broken"]
     assert not broken, f"{len(broken)} requests cut off or failed, e.g. {broken[:5]}"
     answered = [outcome for outcome in traffic.outcomes if outcome.kind == "answered"]
-    stored = stored_plants(db_url, tmp_path / "restarted.log", serve_args, tokens)
-    for user in USERS:
-        acknowledged = {outcome.plant for outcome in answered if outcome.user == user}
-        lost = acknowledged - stored[user]
-        assert not lost, f"{len(lost)} acknowledged creates of {user} lost: {sorted(lost)[:10]}"
+    assert_none_lost(
+        answered, stored_plants(db_url, tmp_path / "restarted.log", serve_args, tokens)
+    )

@@ -69,12 +69,13 @@ class Authenticator:
         authorization = request.headers.get("authorization")
         cache_key = _cache_key(authorization)
         cached = self._cache.get(cache_key)
+        now = 0.0
         if cached is not None:
             now = time.monotonic()
             if now >= self._next_check:
                 await self._follow_changes(now)
                 cached = self._cache.get(cache_key)
-        if cached is not None and time.monotonic() - cached[2] < CACHE_AGE_SECONDS:
+        if cached is not None and now - cached[2] < CACHE_AGE_SECONDS:
             record, token_hash = cached[0], cached[1]
             if not record.usable_at(time.time()):
                 raise InvalidToken()

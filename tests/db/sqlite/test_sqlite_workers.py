@@ -426,10 +426,7 @@ def test_sigterm_under_load_on_two_workers_keeps_every_acknowledged_write(tmp_pa
     traffic = Traffic(server, tokens, fresh_connections=True)
     try:
         wait_for_started_workers(server, WORKERS)
-        traffic.start()
-        deadline = time.monotonic() + 60
-        while traffic.answered() < 200 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        traffic.start(until_answered=200)
         signalled_at = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         refused = refuses_connections(server, signalled_at + EXIT_BOUND)
