@@ -457,6 +457,15 @@ def child_pids(pid: int) -> set[int]:
     return children
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie (dead, not yet reaped by its new parent) does not."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def kill_server(server: LiveServer) -> None:
     """SIGKILL the server and all its workers at once: no shutdown code runs."""
     with contextlib.suppress(ProcessLookupError):

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from crash.config import TortureConfig, TortureError
+from lib.procstat import running
 from lib.servers import free_port
 
 RATE_LIMIT_OFF = "1000000/second"  # the service's per-token limit must never interfere
@@ -159,7 +160,7 @@ class Victim:
             os.kill(self._process.pid, signal.SIGKILL)
         self._process.wait()
         deadline = time.monotonic() + timeout
-        while any(Path(f"/proc/{pid}").exists() for pid in workers):
+        while any(running(pid) for pid in workers):
             if time.monotonic() > deadline:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self._process.pid, signal.SIGKILL)

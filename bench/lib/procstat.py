@@ -22,6 +22,12 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie (dead, not yet reaped by its new parent) does not."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
 def process_tree(root: int) -> list[int]:
     """``root`` and every live descendant, found through each process's parent id."""
     children: dict[int, list[int]] = {}

@@ -43,6 +43,7 @@ from tests.conftest import (
     child_pids,
     free_port,
     kill_server,
+    running,
     start_server,
     stop_server,
     wait_for_started_workers,
@@ -434,7 +435,7 @@ def test_a_sigkilled_supervisor_takes_its_workers_down_gracefully(
         killed_at = time.monotonic()
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(timeout=10)
-        while any(Path(f"/proc/{pid}").exists() for pid in orphans):
+        while any(running(pid) for pid in orphans):
             assert time.monotonic() - killed_at < EXIT_BOUND, "the workers served on, orphaned"
             time.sleep(0.05)
     finally:

@@ -1,7 +1,7 @@
 """Crash safety, Jepsen-style, bounded for CI: 20 SIGKILLs per backend under concurrent
 creates and deletes by several users and tokens, then every acknowledged write checked; and
-20 more on SQLite served by two workers, some of one worker alone, some of the supervisor
-alone (its workers then stop), some of the whole server.
+20 more on SQLite served by two workers, some of one worker alone, some of the whole server.
+(``make torture --supervisor-kill-chance`` also kills the supervisor alone.)
 
 ``make torture`` runs the same engine (bench/crash/) with 100 kills per backend.
 """
@@ -60,22 +60,15 @@ def test_sigkill_torture_of_two_sqlite_workers_one_at_a_time_or_all(tmp_path: Pa
         users=3,
         tokens_per_user=2,
         workers=2,
-        worker_kill_chance=0.4,
-        supervisor_kill_chance=0.3,
+        worker_kill_chance=0.5,
         startup_kill_chance=0.05,
         progress=print,
     )
     result = run_torture(config)
     assert_survived(result, sqlite=True)
-    summary = (
-        f"of {result.kills} kills, {result.worker_kills} took one worker and "
-        f"{result.supervisor_kills} the supervisor alone (seed {result.seed})"
-    )
+    summary = f"{result.worker_kills} of {result.kills} kills took one worker (seed {result.seed})"
     print(summary)
-    whole = result.kills - result.worker_kills - result.supervisor_kills
-    assert result.worker_kills, summary  # every kind of kill happened
-    assert result.supervisor_kills, summary
-    assert whole, summary
+    assert 0 < result.worker_kills < result.kills, summary  # both kinds of kill happened
 
 
 def assert_survived(result: TortureResult, *, sqlite: bool) -> None:
