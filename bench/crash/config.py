@@ -43,6 +43,7 @@ class TortureResult:
     workers: int = 1
     kills: int = 0  # SIGKILLs under traffic (of the whole group, or of one worker)
     worker_kills: int = 0  # of those, SIGKILLs of one worker, which granian replaced
+    owner_kills: int = 0  # of those, of the worker that owned the SQLite writer
     supervisor_kills: int = 0  # of those, SIGKILLs of the supervisor alone
     startup_kills: int = 0  # extra SIGKILLs of a server still starting
     acknowledged_creates: int = 0

@@ -114,14 +114,17 @@ def kill_and_restart(
                 raise TortureError(f"{client.name} failed") from client.error
         worker, supervisor_alone, draw = None, False, rng.random()
         if config.workers > 1 and draw < config.worker_kill_chance:
-            worker = victim.killable_worker(rng)
+            # Every other worker kill takes the SQLite writer's owner, the rest another worker.
+            worker = victim.killable_worker(rng, owner=result.worker_kills % 2 == 0)
         elif config.workers > 1:
             supervisor_alone = draw < config.worker_kill_chance + config.supervisor_kill_chance
         if worker is not None:
             killed = time.monotonic()
+            owned = worker == victim.writer_owner()
             victim.kill_worker(worker)  # the server stays up: the clients go on
             result.kills += 1
             result.worker_kills += 1
+            result.owner_kills += owned
             result.respawn_seconds += time.monotonic() - killed
             report_progress(config, result, kill, started)
             continue

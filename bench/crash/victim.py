@@ -17,8 +17,9 @@ from pathlib import Path
 import httpx
 
 from crash.config import TortureConfig, TortureError
-from lib.procstat import running
+from lib.procstat import flock_holder, running
 from lib.servers import free_port
+from plantstore.db.urls import sqlite_path
 
 RATE_LIMIT_OFF = "1000000/second"  # the service's per-token limit must never interfere
 
@@ -106,15 +107,29 @@ class Victim:
     def workers(self) -> set[int]:
         return set() if self._process is None else child_pids(self._process.pid)
 
-    def killable_worker(self, rng: random.Random) -> int | None:
-        """A worker granian will replace if killed now (one not itself just a replacement)."""
+    def killable_worker(self, rng: random.Random, owner: bool = False) -> int | None:
+        """A worker granian will replace if killed now (one not itself just a replacement):
+        on SQLite, the one that owns the machine's writer if ``owner``, else another if any."""
         now = time.monotonic()
         candidates = sorted(
             pid
             for pid in self.workers()
             if now - self._replaced_at.get(pid, -math.inf) > REPLACEMENT_SPARED
         )
+        holder = self.writer_owner()
+        if holder in candidates:
+            others = [pid for pid in candidates if pid != holder]
+            if owner or not others:
+                return holder
+            candidates = others
         return rng.choice(candidates) if candidates else None
+
+    def writer_owner(self) -> int | None:
+        """The worker that owns the SQLite writer (None on PostgreSQL)."""
+        url = self._config.database_url
+        if not url.startswith("sqlite:"):
+            return None
+        return flock_holder(Path(f"{sqlite_path(url)}-writer"))
 
     def kill_worker(self, pid: int, timeout: float = 60.0) -> None:
         """SIGKILL one worker, then wait until granian's replacement for it serves; the

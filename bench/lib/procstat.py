@@ -144,3 +144,19 @@ def file_mb(path: Path) -> float:
         return path.stat().st_size / 1e6
     except OSError:
         return 0.0
+
+
+def flock_holder(path: Path) -> int | None:
+    """The process holding an exclusive ``flock`` on ``path`` (from /proc/locks), if any:
+    for ``<database>-writer``, the process that owns the machine's SQLite writer."""
+    try:
+        inode = path.stat().st_ino
+    except FileNotFoundError:
+        return None
+    for line in (PROC / "locks").read_text().splitlines():
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 fd:00:1234 0 EOF"; waiters have "->" after the number
+        held = len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] == "WRITE"
+        if held and int(fields[5].rsplit(":", 1)[1]) == inode:
+            return int(fields[4])
+    return None

@@ -1,8 +1,8 @@
 """The SQLite workers phase: ``serve --workers 1`` against ``--workers 2`` on one file.
 
-A fresh file, seeded like the run's big one, served first by one worker and then by two,
-each worker with its own group-commit writer and SQLite's write lock taking their commits
-in turn. Server and wrk are unpinned: two workers need both cores, and wrk shares them. Each
+A fresh file, seeded like the run's big one, served first by one worker and then by two:
+one worker owns the machine's group-commit writer and the other sends its writes there (the
+lock waits count another process's SQLite lock, and stay 0 here). Server and wrk are unpinned: two workers need both cores, and wrk shares them. Each
 server runs list 10, durable creates and the 80/10/10 mix. Around every run the server's
 metrics listener (on a free port of its own) is scraped, so each row carries the lock waits,
 their time, the timeouts and the commits of that run alone. Then the write ceiling of the one

@@ -117,8 +117,8 @@ def ceiling_table(rows: list[WorkerRow]) -> str:
     """Durable creates at 1, 2 and 4 workers on the one file, and where they stop scaling."""
     counts = sorted({r.workers for r in rows if r.scenario == "create"})
     lines = [
-        "write ceiling of one SQLite file: durable creates by workers (each its own writer; "
-        "SQLite's write lock takes their commits in turn); writer time waiting: the lock waits' "
+        "write ceiling of one SQLite file: durable creates by workers (one owns the machine's "
+        "writer, the others send it their writes); writer time waiting: the lock waits' "
         "total over the run's seconds times the workers",
         _line([title for title, _ in CEILING_COLUMNS], CEILING_COLUMNS),
     ]

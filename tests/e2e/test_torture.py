@@ -49,8 +49,8 @@ def test_sigkill_torture_loses_and_resurrects_nothing(
 @pytest.mark.timeout(600)
 def test_sigkill_torture_of_two_sqlite_workers_one_at_a_time_or_all(tmp_path: Path) -> None:
     """Two workers on one SQLite file: a kill takes one worker (granian replaces it while the
-    other serves on, and writes on; it may die holding the write lock mid-transaction) or the
-    whole server. Not a backend of the ``backend`` fixture: this run needs a file and server
+    other serves on, and writes on), every other time the one that owns the machine's writer
+    (it may die mid-transaction, and the other takes the writer over), or the whole server. Not a backend of the ``backend`` fixture: this run needs a file and server
     of its own, not the shared two-worker server's."""
     config = TortureConfig(
         database_url=f"sqlite:///{tmp_path / 'torture.db'}",
@@ -66,14 +66,20 @@ def test_sigkill_torture_of_two_sqlite_workers_one_at_a_time_or_all(tmp_path: Pa
     )
     result = run_torture(config)
     assert_survived(result, sqlite=True)
-    summary = f"{result.worker_kills} of {result.kills} kills took one worker (seed {result.seed})"
+    summary = (
+        f"{result.worker_kills} of {result.kills} kills took one worker, {result.owner_kills} "
+        f"of them the writer's owner (seed {result.seed})"
+    )
     print(summary)
     assert 0 < result.worker_kills < result.kills, summary  # both kinds of kill happened
+    # and both roles of worker: the one that owns the machine's writer, and another
+    assert 0 < result.owner_kills < result.worker_kills, summary
 
 
 def assert_survived(result: TortureResult, *, sqlite: bool) -> None:
     summary = (
         f"seed {result.seed}: {result.kills} kills ({result.worker_kills} of one worker, "
+        f"{result.owner_kills} of them the SQLite writer's owner, "
         f"{result.supervisor_kills} of the supervisor alone, "
         f"+{result.startup_kills} while starting), "
         f"{result.acknowledged_creates} acknowledged creates, "

@@ -50,17 +50,13 @@ class SQLiteTokens:
         return int(row[0])
 
     async def touch_token(self, token_id: int, when: float) -> None:
-        self.writer.submit_nowait(
-            lambda conn: conn.execute(
-                "UPDATE tokens SET last_used_at = ? WHERE id = ?", (when, token_id)
-            )
-        )
+        self.writer.submit_nowait(_touch_token, when, token_id)
 
     async def create_token(
         self, user: str, token_hash: str, expires_at: float | None, label: str | None = None
     ) -> TokenRecord:
         return await self.writer.submit(  # type: ignore[no-any-return]
-            lambda conn: _create_token(conn, user, token_hash, expires_at, label)
+            _create_token, user, token_hash, expires_at, label
         )
 
     async def list_tokens(self, user: str | None) -> list[TokenRecord]:
@@ -74,23 +70,12 @@ class SQLiteTokens:
 
     async def revoke_token(self, token_id: int) -> bool:
         now = time.time()
-        return await self.writer.submit(  # type: ignore[no-any-return]
-            lambda conn: (
-                conn.execute(
-                    "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                    (now, token_id),
-                ).rowcount
-                == 1
-            )
-        )
+        return await self.writer.submit(_revoke_token, now, token_id)  # type: ignore[no-any-return]
 
     async def create_first_token(self, user: str, token_hash: str) -> TokenRecord | None:
-        def create_if_none(conn: sqlite3.Connection) -> TokenRecord | None:
-            if conn.execute("SELECT 1 FROM tokens LIMIT 1").fetchone() is not None:
-                return None
-            return _create_token(conn, user, token_hash, None, None)
-
-        return await self.writer.submit(create_if_none)  # type: ignore[no-any-return]
+        return await self.writer.submit(  # type: ignore[no-any-return]
+            _create_first_token, user, token_hash
+        )
 
     async def find_user(self, issuer: str, name: str) -> UserRecord | None:
         row = self._read.execute(
@@ -100,9 +85,7 @@ class SQLiteTokens:
         return None if row is None else UserRecord(*row)
 
     async def create_user(self, issuer: str, name: str) -> UserRecord:
-        return await self.writer.submit(  # type: ignore[no-any-return]
-            lambda conn: _create_user(conn, issuer, name)
-        )
+        return await self.writer.submit(_create_user, issuer, name)  # type: ignore[no-any-return]
 
     async def user_disabled_at(self, user_id: int) -> float | None:
         row = self._read.execute("SELECT disabled_at FROM users WHERE id = ?", (user_id,))
@@ -119,17 +102,36 @@ class SQLiteTokens:
 
     async def set_user_disabled(self, user_id: int, disabled: bool) -> bool:
         when = time.time() if disabled else None
-        condition = "disabled_at IS NULL" if disabled else "disabled_at IS NOT NULL"
         return await self.writer.submit(  # type: ignore[no-any-return]
-            lambda conn: (
-                conn.execute(
-                    f"UPDATE users SET disabled_at = ? WHERE id = ? AND {condition}",  # noqa: S608 (constant condition)
-                    (when, user_id),
-                ).rowcount
-                == 1
-            ),
-            one_write=True,
+            _set_user_disabled, user_id, when, one_write=True
         )
+
+
+def _touch_token(conn: sqlite3.Connection, when: float, token_id: int) -> None:
+    conn.execute("UPDATE tokens SET last_used_at = ? WHERE id = ?", (when, token_id))
+
+
+def _revoke_token(conn: sqlite3.Connection, now: float, token_id: int) -> bool:
+    revoke = "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"
+    return conn.execute(revoke, (now, token_id)).rowcount == 1
+
+
+def _create_first_token(conn: sqlite3.Connection, user: str, token_hash: str) -> TokenRecord | None:
+    if conn.execute("SELECT 1 FROM tokens LIMIT 1").fetchone() is not None:
+        return None
+    return _create_token(conn, user, token_hash, None, None)
+
+
+def _set_user_disabled(conn: sqlite3.Connection, user_id: int, when: float | None) -> bool:
+    """Disable (``when`` a time) or enable (None) a user; whether it changed."""
+    condition = "disabled_at IS NULL" if when is not None else "disabled_at IS NOT NULL"
+    return (
+        conn.execute(
+            f"UPDATE users SET disabled_at = ? WHERE id = ? AND {condition}",  # noqa: S608 (constant condition)
+            (when, user_id),
+        ).rowcount
+        == 1
+    )
 
 
 def _create_user(conn: sqlite3.Connection, issuer: str, name: str) -> UserRecord:

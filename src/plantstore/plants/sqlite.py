@@ -24,7 +24,7 @@ class SQLitePlants:
 
     async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
         return await self._writer.submit(  # type: ignore[no-any-return]
-            lambda conn: _create_plant(conn, user_id, plant, self._max_plants), one_write=True
+            _create_plant, user_id, plant, self._max_plants, one_write=True
         )
 
     async def list_plants(
@@ -42,13 +42,7 @@ class SQLitePlants:
 
     async def delete_plant(self, user_id: int, plant_id: int) -> bool:
         return await self._writer.submit(  # type: ignore[no-any-return]
-            lambda conn: (
-                conn.execute(
-                    "DELETE FROM plants WHERE user_id = ? AND id = ?", (user_id, plant_id)
-                ).rowcount
-                == 1
-            ),
-            one_write=True,
+            _delete_plant, user_id, plant_id, one_write=True
         )
 
 
@@ -75,6 +69,15 @@ def _create_plant(
     name, tag = existing
     same = name == plant.name and tag == plant.tag
     return CreateOutcome.UNCHANGED if same else CreateOutcome.CONFLICT
+
+
+def _delete_plant(conn: sqlite3.Connection, user_id: int, plant_id: int) -> bool:
+    return (
+        conn.execute(
+            "DELETE FROM plants WHERE user_id = ? AND id = ?", (user_id, plant_id)
+        ).rowcount
+        == 1
+    )
 
 
 def _plant_count(conn: sqlite3.Connection, user_id: int) -> tuple[int, int | None]:

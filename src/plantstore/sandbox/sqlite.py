@@ -43,14 +43,9 @@ class SQLiteSandbox:
         label: str,
         budget: IssueBudget | None,
     ) -> TokenRecord | float:
-        def issue(conn: sqlite3.Connection) -> TokenRecord | float:
-            # The writer's transaction holds SQLite's write lock: no other worker counts meanwhile.
-            wait = spend(conn, budget) if budget is not None else 0.0
-            if wait > 0:
-                return wait
-            return create_sandbox_user(conn, name, token_hash, expires_at, max_plants, label)
-
-        return await self._writer.submit(issue)  # type: ignore[no-any-return]
+        return await self._writer.submit(  # type: ignore[no-any-return]
+            _issue, name, token_hash, expires_at, max_plants, label, budget
+        )
 
     async def forget_issues(self, before: float, max_rows: int) -> int:
         old = self._database.read(
@@ -59,17 +54,36 @@ class SQLiteSandbox:
         if old is None:
             return 0  # the common case costs the writer nothing
         return await self._writer.submit(  # type: ignore[no-any-return]
-            lambda conn: conn.execute(_FORGET_ISSUES, (before, max_rows)).rowcount,
-            one_write=True,
-            background=True,
+            _forget_issues, before, max_rows, one_write=True, background=True
         )
 
     async def purge_expired_users(self, before: float, max_rows: int) -> tuple[int, float]:
         if not any_expired(self._database.reader, before):
             return 0, 0.0  # the common case costs the writer nothing
         return await self._writer.submit(  # type: ignore[no-any-return]
-            lambda conn: timed_purge_step(conn, before, max_rows), background=True
+            timed_purge_step, before, max_rows, background=True
         )
+
+
+def _issue(
+    conn: sqlite3.Connection,
+    name: str,
+    token_hash: str,
+    expires_at: float,
+    max_plants: int,
+    label: str,
+    budget: IssueBudget | None,
+) -> TokenRecord | float:
+    """Spend the address's budget and issue, or the seconds until it may (the machine's one
+    writer runs this: no other issue counts meanwhile)."""
+    wait = spend(conn, budget) if budget is not None else 0.0
+    if wait > 0:
+        return wait
+    return create_sandbox_user(conn, name, token_hash, expires_at, max_plants, label)
+
+
+def _forget_issues(conn: sqlite3.Connection, before: float, max_rows: int) -> int:
+    return conn.execute(_FORGET_ISSUES, (before, max_rows)).rowcount
 
 
 def spend(conn: sqlite3.Connection, budget: IssueBudget) -> float:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..db.sqlite.connection import connect
-from ..db.sqlite.writer import WriteFn, Writer
+from ..db.sqlite.machine_writer import MachineWriter
+from ..db.sqlite.writer import WriteFn
 from . import sql
 from .store import (
     AttemptResult,
@@ -44,7 +45,7 @@ RETURNING {sql.CLAIMED_COLUMNS}
 # The due index, in its own order, stopping at the limit: a join here had SQLite sort every
 # due row on each claim (a quarter of a loaded server's writer time with a backlog).
 class SQLiteWebhookStore:
-    def __init__(self, path: Path, writer: Writer, busy_timeout_ms: int) -> None:
+    def __init__(self, path: Path, writer: MachineWriter, busy_timeout_ms: int) -> None:
         self._path = path
         self._writer = writer
         self._busy_timeout_ms = busy_timeout_ms
@@ -64,32 +65,16 @@ class SQLiteWebhookStore:
             raise RuntimeError("the webhook store is not open")
         return self._reader
 
-    async def _write(self, fn: WriteFn) -> Any:
-        return await self._writer.submit(fn)
+    async def _write(self, fn: WriteFn, *args: Any) -> Any:
+        return await self._writer.submit(fn, *args)
 
     async def create_subscription(
         self, user_id: int, url: str, events: int, secret: str, cap: int | None = None
     ) -> Subscription | None:
         """The count and the insert are one job of the single writer, so racing creates
         cannot pass ``cap``."""
-        now = time.time()
-
-        def insert(conn: sqlite3.Connection) -> int | None:
-            if cap is not None:
-                (held,) = conn.execute(
-                    "SELECT count(*) FROM webhook_subscriptions WHERE user_id = ?", (user_id,)
-                ).fetchone()
-                if held >= cap:
-                    return None
-            cursor = conn.execute(
-                "INSERT INTO webhook_subscriptions (user_id, url, events, secret, enabled, "
-                "created_at) VALUES (?, ?, ?, ?, 1, ?)",
-                (user_id, url, events, secret, now),
-            )
-            assert cursor.lastrowid is not None
-            return cursor.lastrowid
-
-        subscription_id = await self._write(insert)
+        row = (user_id, url, events, secret, time.time())
+        subscription_id = await self._write(_insert_subscription, row, cap)
         if subscription_id is None:
             return None
         return await self.get_subscription(int(subscription_id))
@@ -116,28 +101,17 @@ class SQLiteWebhookStore:
         return None if row is None else _subscription(row)
 
     async def delete_subscription(self, user_id: int, subscription_id: int) -> bool:
-        rowcount: int = await self._write(
-            lambda conn: conn.execute(sql.DELETE, (user_id, subscription_id)).rowcount
-        )
+        rowcount: int = await self._write(_rowcount, sql.DELETE, (user_id, subscription_id))
         return rowcount == 1
 
     async def set_enabled(self, subscription_id: int, enabled: bool, reason: str | None) -> bool:
         now = time.time()
-
-        def update(conn: sqlite3.Connection) -> int:
-            rowcount = conn.execute(sql.SET_ENABLED, (enabled, reason, subscription_id)).rowcount
-            if rowcount == 1 and not enabled:
-                conn.execute(sql.FAIL_DUE_OF, (sql.DISABLED_ERROR, now, subscription_id))
-            return rowcount
-
-        rowcount: int = await self._write(update)
+        rowcount: int = await self._write(_set_enabled, subscription_id, enabled, reason, now)
         return rowcount == 1
 
     async def rotate_secret(self, subscription_id: int, secret: str, keep_old_until: float) -> bool:
         rowcount: int = await self._write(
-            lambda conn: (
-                conn.execute(sql.ROTATE, (keep_old_until, secret, subscription_id)).rowcount
-            )
+            _rowcount, sql.ROTATE, (keep_old_until, secret, subscription_id)
         )
         return rowcount == 1
 
@@ -152,23 +126,16 @@ class SQLiteWebhookStore:
     async def redeliver(self, user_id: int, subscription_id: int, delivery_id: int) -> bool:
         now = time.time()
         rowcount: int = await self._write(
-            lambda conn: (
-                conn.execute(sql.REDELIVER, (now, delivery_id, subscription_id, user_id)).rowcount
-            )
+            _rowcount, sql.REDELIVER, (now, delivery_id, subscription_id, user_id)
         )
         return rowcount == 1
 
     async def redeliver_failed(
         self, user_id: int, subscription_id: int, since: float
     ) -> int | None:
-        now = time.time()
-
-        def reset(conn: sqlite3.Connection) -> int | None:
-            if conn.execute(sql.OWNS, (subscription_id, user_id)).fetchone() is None:
-                return None
-            return conn.execute(sql.REDELIVER_FAILED, (now, subscription_id, since)).rowcount
-
-        result: int | None = await self._write(reset)
+        result: int | None = await self._write(
+            _redeliver_failed, user_id, subscription_id, since, time.time()
+        )
         return result
 
     async def any_due(self, now: float) -> bool:
@@ -178,68 +145,120 @@ class SQLiteWebhookStore:
         self, now: float, limit: int, per_subscription: int, busy: list[int], lease: float
     ) -> list[ClaimedDelivery]:
         params = (now + lease, now, json.dumps(busy), limit, per_subscription)
-
-        def claim_rows(conn: sqlite3.Connection) -> list[ClaimedDelivery]:
-            rows = conn.execute(_CLAIM, params).fetchall()
-            if not rows:
-                return []
-            ids = sorted({row[1] for row in rows})
-            marks = ",".join("?" * len(ids))
-            targets = {
-                row[0]: (row[1], SecretPair(row[2], row[3], row[4]))
-                for row in conn.execute(sql.SECRETS.format(marks), ids)
-            }
-            return [sql.claimed_delivery(row, targets) for row in rows]
-
-        claimed: list[ClaimedDelivery] = await self._write(claim_rows)
+        claimed: list[ClaimedDelivery] = await self._write(_claim, params)
         return claimed
 
     async def record(self, results: list[AttemptResult], now: float) -> None:
         rows = sql.RecordRows(results, now)
-        statements = rows.statements()
-        disables = rows.disables()
-
-        def write(conn: sqlite3.Connection) -> None:
-            for statement, params in statements:
-                if params:
-                    conn.executemany(statement, params)
-            for statement, row, subscription_id in disables:
-                if conn.execute(statement, row).rowcount:
-                    conn.execute(sql.FAIL_DUE_OF, rows.fail_due_of(subscription_id))
-
-        await self._write(write)
+        disables = [
+            (statement, row, rows.fail_due_of(subscription_id))
+            for statement, row, subscription_id in rows.disables()
+        ]
+        await self._write(_record, rows.statements(), disables)
 
     async def prune_attempts(self, before: float, limit: int) -> int:
-        pruned: int = await self._write(
-            lambda conn: conn.execute(sql.PRUNE_ATTEMPTS, (before, limit)).rowcount
-        )
+        pruned: int = await self._write(_rowcount, sql.PRUNE_ATTEMPTS, (before, limit))
         return pruned
 
     async def prune_deliveries(
         self, before: float, after_id: int, limit: int
     ) -> tuple[int, int | None]:
-        def prune(conn: sqlite3.Connection) -> tuple[int, int | None]:
-            last, oldest, count = conn.execute(sql.DELIVERY_CHUNK, (after_id, limit)).fetchone()
-            if not count:
-                return 0, None
-            deleted = conn.execute(sql.PRUNE_DELIVERIES, (after_id, last, before)).rowcount
-            done = count < limit or oldest >= before
-            return deleted, None if done else int(last)
-
-        pruned: tuple[int, int | None] = await self._write(prune)
+        pruned: tuple[int, int | None] = await self._write(
+            _prune_deliveries, before, after_id, limit
+        )
         return pruned
 
     async def fail_disabled(self, now: float, limit: int) -> int:
         failed: int = await self._write(
-            lambda conn: (
-                conn.execute(sql.FAIL_DUE_OF_DISABLED, (sql.DISABLED_ERROR, now, limit)).rowcount
-            )
+            _rowcount, sql.FAIL_DUE_OF_DISABLED, (sql.DISABLED_ERROR, now, limit)
         )
         return failed
 
     async def oldest_due(self) -> float | None:
         row = self._read.execute(sql.OLDEST_DUE).fetchone()
         return None if row is None or row[0] is None else float(row[0])
+
+
+# The writes, as module-level functions of the connection and plain values, so that a
+# worker that does not own the machine's writer can send them to the one that does.
+
+
+def _rowcount(conn: sqlite3.Connection, statement: str, params: tuple[Any, ...]) -> int:
+    return conn.execute(statement, params).rowcount
+
+
+def _insert_subscription(
+    conn: sqlite3.Connection, row: tuple[int, str, int, str, float], cap: int | None
+) -> int | None:
+    """The count and the insert are one job of the single writer, so racing creates cannot
+    pass ``cap``."""
+    if cap is not None:
+        (held,) = conn.execute(
+            "SELECT count(*) FROM webhook_subscriptions WHERE user_id = ?", (row[0],)
+        ).fetchone()
+        if held >= cap:
+            return None
+    cursor = conn.execute(
+        "INSERT INTO webhook_subscriptions (user_id, url, events, secret, enabled, "
+        "created_at) VALUES (?, ?, ?, ?, 1, ?)",
+        row,
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+def _set_enabled(
+    conn: sqlite3.Connection, subscription_id: int, enabled: bool, reason: str | None, now: float
+) -> int:
+    rowcount = conn.execute(sql.SET_ENABLED, (enabled, reason, subscription_id)).rowcount
+    if rowcount == 1 and not enabled:
+        conn.execute(sql.FAIL_DUE_OF, (sql.DISABLED_ERROR, now, subscription_id))
+    return rowcount
+
+
+def _redeliver_failed(
+    conn: sqlite3.Connection, user_id: int, subscription_id: int, since: float, now: float
+) -> int | None:
+    if conn.execute(sql.OWNS, (subscription_id, user_id)).fetchone() is None:
+        return None
+    return conn.execute(sql.REDELIVER_FAILED, (now, subscription_id, since)).rowcount
+
+
+def _claim(conn: sqlite3.Connection, params: tuple[Any, ...]) -> list[ClaimedDelivery]:
+    rows = conn.execute(_CLAIM, params).fetchall()
+    if not rows:
+        return []
+    ids = sorted({row[1] for row in rows})
+    marks = ",".join("?" * len(ids))
+    targets = {
+        row[0]: (row[1], SecretPair(row[2], row[3], row[4]))
+        for row in conn.execute(sql.SECRETS.format(marks), ids)
+    }
+    return [sql.claimed_delivery(row, targets) for row in rows]
+
+
+def _record(
+    conn: sqlite3.Connection,
+    statements: list[tuple[str, list[Any]]],
+    disables: list[tuple[str, Any, Any]],
+) -> None:
+    for statement, params in statements:
+        if params:
+            conn.executemany(statement, params)
+    for statement, row, fail_due in disables:
+        if conn.execute(statement, row).rowcount:
+            conn.execute(sql.FAIL_DUE_OF, fail_due)
+
+
+def _prune_deliveries(
+    conn: sqlite3.Connection, before: float, after_id: int, limit: int
+) -> tuple[int, int | None]:
+    last, oldest, count = conn.execute(sql.DELIVERY_CHUNK, (after_id, limit)).fetchone()
+    if not count:
+        return 0, None
+    deleted = conn.execute(sql.PRUNE_DELIVERIES, (after_id, last, before)).rowcount
+    done = count < limit or oldest >= before
+    return deleted, None if done else int(last)
 
 
 def _subscription(row: Any) -> Subscription:

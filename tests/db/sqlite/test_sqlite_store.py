@@ -29,8 +29,11 @@ def open_store(db_path: Path, group_commit: bool = True) -> Stores:
 
 
 def writer_of(store: Stores) -> Writer:
+    """The writer itself: a store alone on its file owns the machine's writer."""
     assert isinstance(store.database, SQLiteDatabase)
-    return store.database.writer
+    engine = store.database.writer.engine
+    assert engine is not None
+    return engine
 
 
 async def user_id(store: Stores, name: str = "alice") -> int:

@@ -2,7 +2,8 @@
 
 WAL lets reads run beside the writer, so a read never waits for a commit. Reads are short
 indexed lookups, so they run inline on the event loop rather than paying a thread hop; writes
-go through the group-commit writer (``writer.py``), one per process and file.
+go through the machine's group-commit writer (``machine_writer.py``): one per file, owned by
+one process and reached by the others.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from ...errors import StoreUnavailable
 from .connection import connect
 from .lock import is_busy
+from .machine_writer import MachineWriter
 from .writer import Writer
 
 
@@ -33,23 +35,27 @@ class SQLiteDatabase:
     ) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
-        self.writer = Writer(
+        self.writer = MachineWriter(
             path,
-            group_commit=group_commit,
-            max_batch=max_batch,
-            busy_timeout_ms=busy_timeout_ms,
-            on_commit=on_commit,
-            on_lock_wait=on_lock_wait,
+            lambda: Writer(
+                path,
+                group_commit=group_commit,
+                max_batch=max_batch,
+                busy_timeout_ms=busy_timeout_ms,
+                on_commit=on_commit,
+                on_lock_wait=on_lock_wait,
+            ),
+            # as long as a write may wait for another process's lock, and a moment more
+            patience=busy_timeout_ms / 1000 + 1.0,
         )
         self._reader: sqlite3.Connection | None = None
 
     async def open(self) -> None:
         self._reader = connect(self.path, self.busy_timeout_ms)
-        self.writer.start()
+        await self.writer.open()
 
     async def close(self) -> None:
-        if self.writer.alive:
-            self.writer.stop()
+        self.writer.stop()
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -70,8 +76,8 @@ class SQLiteDatabase:
 
     async def ping(self) -> None:
         self.reader.execute("SELECT 1 FROM secrets LIMIT 1").fetchone()
-        if not self.writer.alive:
-            raise RuntimeError("the SQLite writer thread has stopped")
+        if not await self.writer.ready():
+            raise RuntimeError("the machine's SQLite writer is not answering")
 
 
 def unavailable_if_busy(exc: sqlite3.OperationalError) -> Exception:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ...errors import StoreUnavailable
 from .connection import connect
@@ -37,16 +37,25 @@ from .lock import WriteLockTimeout, WriteTurns
 
 log = logging.getLogger(__name__)
 
-WriteFn = Callable[[sqlite3.Connection], Any]
+WriteFn = Callable[..., Any]  # called with the connection, then the job's arguments
+
+
+class Reply(Protocol):
+    """Where a job submitted by another process is answered (``relay.Client``)."""
+
+    def send(self, answers: list[tuple[int, Any, BaseException | None]]) -> None: ...
 
 
 @dataclass(slots=True)
 class _Job:
     fn: WriteFn
+    args: tuple[Any, ...]
     loop: asyncio.AbstractEventLoop | None
     future: asyncio.Future[Any] | None
     one_write: bool = False  # writes with one statement at most: no savepoint needed
     background: bool = False  # may wait a moment to share a request's commit (the purge)
+    reply: Reply | None = None  # another process's job: answered there, under ``number``
+    number: int = 0
 
 
 _Outcome = tuple[_Job, Any, BaseException | None]  # a job, its result, or its error
@@ -114,9 +123,10 @@ class Writer:
         return alive and self._disk_failed is None
 
     async def submit(
-        self, fn: WriteFn, *, one_write: bool = False, background: bool = False
+        self, fn: WriteFn, *args: Any, one_write: bool = False, background: bool = False
     ) -> Any:
-        """Run ``fn`` in the next group commit and return its result once that is synced.
+        """Run ``fn(connection, *args)`` in the next group commit and return its result once
+        that is synced.
 
         ``one_write`` promises that ``fn`` changes the database with one statement at most.
         SQLite undoes a failed statement by itself, so such a job runs without the savepoint
@@ -128,12 +138,32 @@ class Writer:
             raise self._gone  # never a wait for a writer that is no more
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put(_Job(fn, loop, future, one_write, background))
+        self._queue.put(_Job(fn, args, loop, future, one_write, background))
         return await future
 
-    def submit_nowait(self, fn: WriteFn) -> None:
+    def submit_nowait(self, fn: WriteFn, *args: Any) -> None:
         """Queue a write nobody waits for (bookkeeping such as a token's last use)."""
-        self._queue.put(_Job(fn, None, None))
+        self._queue.put(_Job(fn, args, None, None))
+
+    def submit_for(
+        self,
+        reply: Reply,
+        number: int,
+        fn: WriteFn,
+        args: tuple[Any, ...],
+        *,
+        one_write: bool,
+        background: bool,
+    ) -> None:
+        """Queue another process's job; its outcome goes to ``reply`` under ``number`` (0: a
+        write nobody waits for)."""
+        if self._gone is not None:
+            if number:
+                reply.send([(number, None, self._gone)])
+            return
+        self._queue.put(
+            _Job(fn, args, None, None, one_write, background, reply if number else None, number)
+        )
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
@@ -302,12 +332,12 @@ class Writer:
     def _run_job(conn: sqlite3.Connection, job: _Job) -> _Outcome:
         if job.one_write:
             try:
-                return job, job.fn(conn), None
+                return job, job.fn(conn, *job.args), None
             except Exception as exc:
                 return job, None, exc
         conn.execute("SAVEPOINT job")
         try:
-            result = job.fn(conn)
+            result = job.fn(conn, *job.args)
         except Exception as exc:
             conn.execute("ROLLBACK TO job")
             conn.execute("RELEASE job")
@@ -317,15 +347,21 @@ class Writer:
 
 
 def _answer(outcomes: list[_Outcome]) -> None:
-    """Hand results back to each caller's event loop, one wake-up per loop."""
+    """Hand results back to each caller's event loop, one wake-up per loop, and to each other
+    process, one message per process."""
     by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+    by_reply: dict[Reply, list[tuple[int, Any, BaseException | None]]] = {}
     for outcome in outcomes:
-        loop = outcome[0].loop
-        if loop is not None:
-            by_loop.setdefault(loop, []).append(outcome)
+        job = outcome[0]
+        if job.loop is not None:
+            by_loop.setdefault(job.loop, []).append(outcome)
+        elif job.reply is not None:
+            by_reply.setdefault(job.reply, []).append((job.number, outcome[1], outcome[2]))
     for loop, items in by_loop.items():
         with contextlib.suppress(RuntimeError):  # a closed loop has nobody waiting
             loop.call_soon_threadsafe(_resolve, items)
+    for reply, answers in by_reply.items():
+        reply.send(answers)
 
 
 def _resolve(items: list[_Outcome]) -> None:

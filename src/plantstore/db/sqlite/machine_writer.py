@@ -1,0 +1,191 @@
+"""One writer per SQLite file per machine: every process's writes share its group commits.
+
+Each process that writes a file (the workers of ``serve``, a CLI command beside them) tries to
+take an exclusive ``flock`` on ``<database>-writer``. The one that holds it owns the writer
+(``writer.Writer``) and serves the others' writes over a Unix socket (``relay``); the others
+send theirs there, and wait on a blocking ``flock`` in a thread meanwhile. The kernel drops
+the lock of an owner that dies, however it dies: a waiting process takes it within
+milliseconds and owns the writer from then on. Writes caught in between, sent to the owner
+that died or made before the next one listens, are answered 503 with ``Retry-After``; none is
+acknowledged before it is fsynced, so a retry of a create finds it or makes it.
+
+One commit for every worker's writes means bigger batches than a writer per process (which
+took SQLite's lock in turns and split each other's batches) and one warm page cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from ...errors import StoreUnavailable
+from .relay import RemoteWriter, Service, writer_gone
+from .writer import WriteFn, Writer
+
+log = logging.getLogger(__name__)
+
+CONNECT_WAIT_S = 5.0  # how long an opening process waits for a new owner to listen
+
+
+def writer_address(lock: int) -> str:
+    """The socket's abstract name: the same for every process that locks the same file."""
+    found = os.fstat(lock)
+    return f"\0plantstore-writer-{found.st_dev:x}-{found.st_ino:x}"
+
+
+class MachineWriter:
+    """This process's way to the machine's writer of one file, whoever owns it."""
+
+    def __init__(self, path: Path, make_writer: Callable[[], Writer], patience: float) -> None:
+        """``patience``: how long another process waits for the owner's answer (then 503)."""
+        self._lock_path = f"{path}-writer"
+        self._patience = patience
+        self._make_writer = make_writer
+        self._lock = -1
+        self._address = ""
+        self._engine: Writer | None = None  # set while this process owns the writer
+        self._service: Service | None = None
+        self._remote: RemoteWriter | None = None
+        self._stopping = False
+        self._owning = threading.Lock()  # taken while becoming the owner, and while stopping
+
+    @property
+    def owner(self) -> bool:
+        return self._engine is not None
+
+    @property
+    def engine(self) -> Writer | None:
+        """The writer itself, in the process that owns it."""
+        return self._engine
+
+    @property
+    def alive(self) -> bool:
+        engine = self._engine
+        if engine is not None:
+            return engine.alive
+        return not self._stopping and self._remote is not None and self._remote.connected
+
+    async def ready(self) -> bool:
+        """Whether a write would be taken now: reconnects to a new owner if need be."""
+        if self._engine is not None or self._stopping or self._remote is None:
+            return self.alive
+        try:
+            await self._remote.connect()
+        except StoreUnavailable:
+            return False
+        return True
+
+    async def open(self) -> None:
+        mask = os.umask(0)
+        os.umask(mask)
+        self._lock = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~mask)
+        self._address = writer_address(self._lock)
+        if self._try_to_own():
+            return
+        self._remote = RemoteWriter(self._address, self._patience)
+        deadline = time.monotonic() + CONNECT_WAIT_S
+        while True:
+            try:
+                await self._remote.connect()
+                break
+            except StoreUnavailable:
+                if self._try_to_own():
+                    return
+                if time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(0.01)  # an owner between its lock and its socket
+        threading.Thread(
+            target=self._wait_to_own, name="plantstore-writer-wait", daemon=True
+        ).start()
+
+    def _try_to_own(self) -> bool:
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self._become_owner()
+        return True
+
+    def _wait_to_own(self) -> None:
+        """Block until the owner is gone, then own the writer (unless this process stops)."""
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
+        except OSError:
+            return  # closed by stop
+        try:
+            self._become_owner()
+        except Exception:
+            log.exception("could not take over the database's writer; writes are refused")
+
+    def _become_owner(self) -> None:
+        with self._owning:
+            if self._stopping:
+                return
+            engine = self._make_writer()
+            try:
+                engine.start()
+                service = Service(engine, self._address)
+            except BaseException:
+                engine.stop()  # its thread has ended, or ends now
+                fcntl.flock(self._lock, fcntl.LOCK_UN)  # another process may do better
+                raise
+            service.start()
+            self._service = service
+            self._engine = engine
+        if self._remote is not None:
+            log.warning("this worker took over the database's writer")
+
+    def submit(
+        self, fn: WriteFn, *args: Any, one_write: bool = False, background: bool = False
+    ) -> Awaitable[Any]:
+        """Run ``fn(connection, *args)`` in the machine's next group commit; its result once
+        that is fsynced. In another process than the owner, ``fn`` and ``args`` must pickle
+        (a module-level function and plain values)."""
+        engine = self._engine
+        if engine is not None:
+            return engine.submit(fn, *args, one_write=one_write, background=background)
+        return self._submit_remote(fn, args, one_write, background)
+
+    async def _submit_remote(
+        self, fn: WriteFn, args: tuple[Any, ...], one_write: bool, background: bool
+    ) -> Any:
+        if self._remote is None or self._stopping:
+            raise writer_gone()
+        return await self._remote.submit(fn, args, one_write, background)
+
+    def submit_nowait(self, fn: WriteFn, *args: Any) -> None:
+        """Queue a write nobody waits for (a token's last use); lost if no writer answers."""
+        engine = self._engine
+        if engine is not None:
+            engine.submit_nowait(fn, *args)
+        elif self._remote is not None and not self._stopping:
+            task = asyncio.get_running_loop().create_task(self._remote.submit_nowait(fn, args))
+            task.add_done_callback(_forget)
+
+    def stop(self) -> None:
+        """Commit and answer every write taken, then let another process own the writer."""
+        with self._owning:
+            self._stopping = True
+        engine, service = self._engine, self._service
+        if engine is not None and service is not None:
+            service.stop_taking()
+            if engine.alive:
+                engine.stop()
+            service.close()
+        if self._remote is not None:
+            self._remote.close()
+        if self._lock >= 0:
+            os.close(self._lock)  # the lock goes with it; a waiting thread gives up
+            self._lock = -1
+
+
+def _forget(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # a bookkeeping write that found no writer: nothing waits for it

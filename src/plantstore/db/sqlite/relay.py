@@ -1,0 +1,338 @@
+"""Carrying writes between the processes of a machine and the one that owns the writer.
+
+A write is a module-level function, its arguments and two flags; it travels pickled (a function
+pickles as its module and name) over a Unix socket in the abstract namespace, which vanishes
+with the process that holds it. Each message is a 4-byte length and a pickle. The owner
+answers each process's writes of a commit in one message: numbers, results and errors.
+
+``Service`` is the owner's side: a thread that reads every other process's writes and queues
+them on the owner's ``Writer``. ``RemoteWriter`` is the other side, on an event loop: one
+connection, its writes sent once per turn of the loop, its answers resolving their futures.
+
+A pickle runs code as it loads, and any local user may connect to an abstract socket: each
+side asks the kernel who the other is (``SO_PEERCRED``) and hangs up unless it runs as the
+same user, who could run anything as this process anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import pickle
+import selectors
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from ...errors import StoreUnavailable
+from .writer import WriteFn, Writer
+
+log = logging.getLogger(__name__)
+
+_LENGTH = struct.Struct("!I")
+_READ_SIZE = 256 * 1024
+_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+SWEEP_S = 0.5
+SEND_TIMEOUT_S = 2.0  # an owner gives up on a process that stops reading its answers
+Answer = tuple[int, Any, BaseException | None]  # a write's number, its result or its error
+
+
+def writer_gone() -> StoreUnavailable:
+    return StoreUnavailable("the machine's database writer went away; retry shortly")
+
+
+def frame(message: object) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(data)) + data
+
+
+class Frames:
+    """Splits a byte stream into the messages ``frame`` made."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> Iterator[Any]:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        while len(buffer) - start >= 4:
+            (size,) = _LENGTH.unpack_from(buffer, start)
+            end = start + 4 + size
+            if end > len(buffer):
+                break
+            yield pickle.loads(memoryview(buffer)[start + 4 : end])  # noqa: S301 (same user)
+            start = end
+        del buffer[:start]
+
+
+def same_user(sock: socket.socket) -> bool:
+    """Whether the process at the other end runs as this process's user."""
+    credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size)
+    _, uid, _ = _CREDENTIALS.unpack(credentials)
+    return bool(uid == os.geteuid())
+
+
+def _portable(error: BaseException | None) -> BaseException | None:
+    """An error as the other process can unpickle it: a 503 stays a 503, and one that would
+    not travel whole goes as what it says."""
+    if error is None:
+        return None
+    if isinstance(error, StoreUnavailable):
+        return StoreUnavailable(error.message)
+    try:
+        pickle.loads(pickle.dumps(error))  # noqa: S301 (our own object)
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return error
+
+
+class _Peer:
+    """Another process, as the owner sees it: where its writes' answers go."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.settimeout(SEND_TIMEOUT_S)  # recv comes only when select saw data
+        self.sock = sock
+        self.frames = Frames()
+        self._lock = threading.Lock()  # the writer's and the flusher's threads both answer
+        self.closed = False
+
+    def send(self, answers: list[Answer]) -> None:
+        try:
+            data = frame(answers)
+        except Exception:
+            data = frame([(n, result, _portable(error)) for n, result, error in answers])
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self.sock.sendall(data)
+            except OSError as exc:
+                log.warning("a worker stopped taking the writer's answers (%s)", exc)
+                self.close()
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+
+class Service:
+    """The owner's side: takes other processes' writes to ``writer`` from ``address``."""
+
+    def __init__(self, writer: Writer, address: str) -> None:
+        self._writer = writer
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(address)
+        self._listener.listen(128)
+        self._listener.setblocking(False)
+        self._wake_read, self._wake_write = os.pipe()
+        self._peers: list[_Peer] = []
+        self._thread = threading.Thread(target=self._run, name="plantstore-relay", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop_taking(self) -> None:
+        """Queue the writes already sent, then take no more (the writer's stop commits them)."""
+        os.write(self._wake_write, b"x")
+        self._thread.join()
+
+    def close(self) -> None:
+        """Once the writer has answered everything: hang up on every process."""
+        for peer in self._peers:
+            peer.close()
+            peer.sock.close()
+        self._listener.close()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+    def _run(self) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(self._listener, selectors.EVENT_READ)
+        selector.register(self._wake_read, selectors.EVENT_READ)
+        try:
+            while self._serve(selector, None):
+                pass
+            self._serve(selector, 0)  # what arrived before the stop
+        except Exception:
+            log.exception("the writer's relay stopped on a fault; other workers' writes fail")
+        finally:
+            selector.close()
+
+    def _serve(self, selector: selectors.BaseSelector, timeout: float | None) -> bool:
+        """Take what is ready; False once told to stop."""
+        going = True
+        for key, _ in selector.select(timeout):
+            if key.fileobj is self._listener:
+                self._accept(selector)
+            elif key.fileobj == self._wake_read:
+                going = False
+            else:
+                self._read(selector, key.data)
+        return going
+
+    def _accept(self, selector: selectors.BaseSelector) -> None:
+        with contextlib.suppress(BlockingIOError):
+            sock, _ = self._listener.accept()
+            if not same_user(sock):
+                log.warning("refused a connection to the database's writer from another user")
+                sock.close()
+                return
+            peer = _Peer(sock)
+            self._peers.append(peer)
+            selector.register(sock, selectors.EVENT_READ, peer)
+
+    def _read(self, selector: selectors.BaseSelector, peer: _Peer) -> None:
+        try:
+            data = peer.sock.recv(_READ_SIZE)
+        except OSError:
+            data = b""
+        if not data:  # the process stopped or died: its answers have nowhere to go
+            selector.unregister(peer.sock)
+            peer.close()
+            peer.sock.close()
+            self._peers.remove(peer)
+            return
+        submit = self._writer.submit_for
+        for number, fn, args, one_write, background in peer.frames.feed(data):
+            submit(peer, number, fn, args, one_write=one_write, background=background)
+
+
+class _Connection(asyncio.Protocol):
+    """One process's connection to the owner, on its event loop. A write the owner has not
+    answered within ``patience`` seconds (an owner stopped, or stuck) is a 503; a sweep every
+    ``SWEEP_S`` finds them, rather than a timer for each write."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, patience: float) -> None:
+        self.loop = loop
+        self.pending: dict[int, tuple[asyncio.Future[Any], float]] = {}  # and when it was sent
+        self.lost = False
+        self._patience = patience
+        self._frames = Frames()
+        self._outgoing: list[bytes] = []
+        self._transport: asyncio.Transport | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
+
+    def _sweep(self) -> None:
+        late = self.loop.time() - self._patience
+        for number, (future, sent) in list(self.pending.items()):
+            if sent < late:
+                del self.pending[number]
+                if not future.done():
+                    future.set_exception(
+                        StoreUnavailable("the machine's database writer did not answer in time")
+                    )
+        if not self.lost:
+            self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
+
+    def send(self, data: bytes) -> None:
+        """Send with whatever else this turn of the loop sends: one write a turn."""
+        if not self._outgoing:
+            self.loop.call_soon(self._flush)
+        self._outgoing.append(data)
+
+    def _flush(self) -> None:
+        if self._transport is not None and not self.lost:
+            self._transport.write(b"".join(self._outgoing))
+        self._outgoing.clear()
+
+    def data_received(self, data: bytes) -> None:
+        pending = self.pending
+        for answers in self._frames.feed(data):
+            for number, result, error in answers:
+                waiting = pending.pop(number, None)
+                if waiting is None or waiting[0].done():  # the caller went away
+                    continue
+                future = waiting[0]
+                if error is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(error)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        pending, self.pending = self.pending, {}
+        for future, _ in pending.values():
+            if not future.done():
+                future.set_exception(writer_gone())
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+class RemoteWriter:
+    """Another process's writer, reached at ``address``; every failure to reach it is a 503."""
+
+    def __init__(self, address: str, patience: float) -> None:
+        self._address = address
+        self._patience = patience
+        self._connection: _Connection | None = None
+        self._numbers = itertools.count(1)
+
+    @property
+    def connected(self) -> bool:
+        return self._connection is not None and not self._connection.lost
+
+    async def connect(self) -> _Connection:
+        """The connection on this loop, made anew if the last one was lost."""
+        loop = asyncio.get_running_loop()
+        connection = self._connection
+        if connection is not None and not connection.lost and connection.loop is loop:
+            return connection
+        if connection is not None:
+            connection.close()
+            self._connection = None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(self._address)  # a Unix socket connects at once, or not at all
+        except OSError as exc:
+            sock.close()
+            raise writer_gone() from exc
+        if not same_user(sock):
+            sock.close()
+            raise PermissionError(
+                "the database's writer runs as another user: run this as the service's user"
+            )
+        try:
+            _, made = await loop.create_unix_connection(
+                lambda: _Connection(loop, self._patience), sock=sock
+            )
+        except OSError as exc:
+            sock.close()
+            raise writer_gone() from exc
+        self._connection = made
+        return made
+
+    async def submit(
+        self, fn: WriteFn, args: tuple[Any, ...], one_write: bool, background: bool
+    ) -> Any:
+        connection = await self.connect()
+        number = next(self._numbers)
+        data = frame((number, fn, args, one_write, background))  # before anything is pending
+        future: asyncio.Future[Any] = connection.loop.create_future()
+        connection.pending[number] = future, connection.loop.time()
+        connection.send(data)
+        return await future
+
+    async def submit_nowait(self, fn: WriteFn, args: tuple[Any, ...]) -> None:
+        connection = await self.connect()
+        connection.send(frame((0, fn, args, False, False)))
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None

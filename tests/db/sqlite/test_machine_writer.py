@@ -1,0 +1,271 @@
+"""One writer per SQLite file per machine: under a real ``serve --workers 3`` one worker owns
+it (it holds the ``flock`` on ``<database>-writer``, read from /proc/locks) and every worker's
+writes reach it; SIGKILL of the owner hands the writer to another worker within 2 s, with
+every write meanwhile a 200 or a 503 with Retry-After, and nothing acknowledged lost. A process
+of another user is refused before anything it sends is unpickled."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import pickle
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from plantstore.db.migrate import upgrade
+from plantstore.db.sqlite.database import SQLiteDatabase
+from plantstore.db.sqlite.machine_writer import writer_address
+from tests.conftest import (
+    LiveServer,
+    all_plants,
+    answered_by,
+    assert_error,
+    bearer,
+    child_pids,
+    start_workers,
+    stop_server,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from lib.procstat import flock_holder
+
+WORKERS = 3
+
+
+def python_for_another_user() -> str:
+    """A Python that user 65534 may run (the tests' own may sit under root's home)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run a process as another user")
+    found = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+    if found is None:
+        pytest.skip("no system python3 for another user to run")
+    return found
+
+
+def owner(db: Path) -> int | None:
+    return flock_holder(Path(f"{db}-writer"))
+
+
+def wait_for_owner(db: Path, server: LiveServer, timeout: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        pid = owner(db)
+        if pid is not None and pid in child_pids(server.process.pid):
+            return pid
+        assert time.monotonic() < deadline, f"no worker owns the writer (holder: {pid})"
+        time.sleep(0.05)
+
+
+def create(base_url: str, token: str, plant_id: int, timeout: float = 10) -> httpx.Response:
+    """One create on a connection of its own, so the kernel may hand it to any worker."""
+    with httpx.Client(base_url=base_url, headers={"Connection": "close"}, timeout=timeout) as http:
+        return http.post(
+            "/plants", json={"id": plant_id, "name": f"p{plant_id}"}, headers=bearer(token)
+        )
+
+
+def test_one_worker_owns_the_writer_and_every_worker_writes_through_it(tmp_path: Path) -> None:
+    db = tmp_path / "machine.db"
+    server = start_workers(f"sqlite:///{db}", tmp_path / "serve.log", WORKERS)
+    try:
+        holder = wait_for_owner(db, server)
+        answered: Counter[str] = Counter()
+        for plant_id in range(1, 31):
+            response = create(server.base_url, server.token, plant_id)
+            assert response.status_code == 200, response.text
+            answered[answered_by(response)] += 1
+        stored = {int(plant["name"][1:]) for plant in all_plants(server, server.token)}
+        assert owner(db) == holder  # one owner all along
+    finally:
+        stop_server(server)
+    assert len(answered) > 1, f"one worker answered every create: {answered}"
+    assert stored == set(range(1, 31))
+
+
+@pytest.mark.timeout(120)
+def test_a_sigkilled_owner_hands_the_writer_on_within_two_seconds(tmp_path: Path) -> None:
+    db = tmp_path / "machine.db"
+    server = start_workers(f"sqlite:///{db}", tmp_path / "serve.log", WORKERS)
+    answers: list[tuple[float, int, int, httpx.Response]] = []  # sent at, id, status, answer
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def traffic(first: int) -> None:
+        plant_id = first
+        while not stop.is_set():
+            sent = time.monotonic()
+            response = create(server.base_url, server.token, plant_id)
+            with lock:
+                answers.append((sent, plant_id, response.status_code, response))
+            plant_id += 1
+
+    try:
+        first_owner = wait_for_owner(db, server)
+        threads = [threading.Thread(target=traffic, args=(n * 100_000,)) for n in range(1, 7)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)
+        killed_at = time.monotonic()
+        os.kill(first_owner, signal.SIGKILL)
+        time.sleep(4.0)
+        stop.set()
+        for thread in threads:
+            thread.join()
+        second_owner = wait_for_owner(db, server)
+        stored = {int(plant["name"][1:]) for plant in all_plants(server, server.token)}
+    finally:
+        stop_server(server)
+
+    assert second_owner != first_owner
+    statuses = Counter(status for _, _, status, _ in answers)
+    assert set(statuses) <= {200, 503}, statuses  # never a 500
+    for _, _, status, response in answers:
+        if status == 503:
+            assert_error(response, 503)
+            assert response.headers["retry-after"] == "1"
+    after = [(sent, status) for sent, _, status, _ in answers if sent > killed_at]
+    served = [sent for sent, status in after if status == 200]
+    assert served, f"no create succeeded after the kill: {statuses}"
+    assert min(served) - killed_at < 2.0, "writes did not resume within 2 s of the kill"
+    late = [status for sent, status in after if sent > killed_at + 2.0]
+    assert late, "no create was sent 2 s after the kill"
+    assert set(late) == {200}, Counter(late)
+    acknowledged = {plant_id for _, plant_id, status, _ in answers if status == 200}
+    assert acknowledged <= stored, f"lost: {sorted(acknowledged - stored)[:10]}"
+
+
+def test_a_process_of_another_user_is_refused_before_its_message_is_read(
+    tmp_path: Path,
+) -> None:
+    """An abstract socket has no file permissions: the owner asks the kernel who connected and
+    hangs up on anyone but its own user, so a pickle that would run code never loads."""
+    python = python_for_another_user()
+    db = tmp_path / "machine.db"
+    upgrade(f"sqlite:///{db}")
+    proof = tmp_path / "pwned"
+    tmp_path.chmod(0o777)
+
+    class Exploit:
+        def __reduce__(self) -> tuple[object, ...]:
+            return (os.system, (f"touch {proof}",))
+
+    payload = pickle.dumps(Exploit())
+    message = struct.pack("!I", len(payload)) + payload
+
+    async def scenario() -> bytes:
+        database = SQLiteDatabase(db)
+        await database.open()
+        try:
+            fd = os.open(f"{db}-writer", os.O_RDONLY)
+            address = writer_address(fd)
+            os.close(fd)
+            intruder = (
+                "import socket, sys\n"
+                "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                f"s.connect({address!r})\n"
+                "s.settimeout(5)\n"
+                "try:\n"
+                f"    s.sendall({message!r})\n"
+                "    answer = s.recv(10)\n"
+                "except (BrokenPipeError, ConnectionResetError):\n"
+                "    answer = b''\n"
+                "sys.stdout.buffer.write(b'closed' if answer == b'' else b'open')\n"
+            )
+            result = await asyncio.to_thread(
+                subprocess.run,
+                [python, "-c", intruder],
+                user=65534,
+                capture_output=True,
+                timeout=30,
+                check=True,
+            )
+            await asyncio.sleep(0.2)
+            return result.stdout
+        finally:
+            await database.close()
+
+    assert asyncio.run(scenario()) == b"closed"
+    assert not proof.exists()
+
+
+def test_a_worker_refuses_an_owner_of_another_user(tmp_path: Path) -> None:
+    """And the other way round: a worker will not send its writes to, nor unpickle answers
+    from, a listener of another user on the writer's name."""
+    python = python_for_another_user()
+    db = tmp_path / "machine.db"
+    upgrade(f"sqlite:///{db}")
+    fd = os.open(f"{db}-writer", os.O_RDWR | os.O_CREAT, 0o666)
+    address = writer_address(fd)
+    impostor = subprocess.Popen(
+        [
+            python,
+            "-c",
+            "import socket, time\n"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            f"s.bind({address!r}); s.listen(8); print('ready', flush=True); time.sleep(60)\n",
+        ],
+        user=65534,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert impostor.stdout is not None
+        assert impostor.stdout.readline() == b"ready\n"
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as if the impostor's side owned the writer
+
+        async def scenario() -> None:
+            database = SQLiteDatabase(db)
+            with pytest.raises(PermissionError, match="another user"):
+                await database.open()
+            await database.close()
+
+        asyncio.run(scenario())
+    finally:
+        impostor.kill()
+        impostor.communicate()  # reaps it and closes its pipe
+        os.close(fd)
+
+
+@pytest.mark.timeout(120)
+def test_a_stopped_owner_costs_other_workers_a_503_not_a_hang(tmp_path: Path) -> None:
+    """An owner that answers nothing (SIGSTOP here; stuck, in life) keeps its lock: another
+    worker's write waits the busy timeout and a second, then answers 503 with Retry-After."""
+    db = tmp_path / "machine.db"
+    server = start_workers(
+        f"sqlite:///{db}", tmp_path / "serve.log", WORKERS, PLANTSTORE_BUSY_TIMEOUT_MS="1000"
+    )
+    try:
+        holder = wait_for_owner(db, server)
+        os.kill(holder, signal.SIGSTOP)
+        try:
+            refused: list[tuple[float, httpx.Response]] = []
+            for plant_id in range(1, 30):
+                began = time.monotonic()
+                try:
+                    response = create(server.base_url, server.token, plant_id, timeout=4)
+                except httpx.TimeoutException:
+                    continue  # the connection went to the stopped worker itself
+                refused.append((time.monotonic() - began, response))
+                if len(refused) == 3:
+                    break
+        finally:
+            os.kill(holder, signal.SIGCONT)
+        resumed = create(server.base_url, server.token, 1_000)
+    finally:
+        stop_server(server)
+    assert len(refused) == 3, "no worker but the stopped one answered"
+    for took, response in refused:
+        assert_error(response, 503)
+        assert response.headers["retry-after"] == "1"
+        assert 1.5 <= took < 4.0, took  # waited for the owner, within its patience
+    assert resumed.status_code == 200
