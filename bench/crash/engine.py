@@ -114,8 +114,9 @@ def kill_and_restart(
                 raise TortureError(f"{client.name} failed") from client.error
         worker, supervisor_alone, draw = None, False, rng.random()
         if config.workers > 1 and draw < config.worker_kill_chance:
-            # Every other worker kill takes the SQLite writer's owner, the rest another worker.
-            worker = victim.killable_worker(rng, owner=result.worker_kills % 2 == 0)
+            # The SQLite writer's owner or another worker, whichever has been killed less.
+            others = result.worker_kills - result.owner_kills
+            worker = victim.killable_worker(rng, owner=result.owner_kills <= others)
         elif config.workers > 1:
             supervisor_alone = draw < config.worker_kill_chance + config.supervisor_kill_chance
         if worker is not None:

@@ -49,7 +49,7 @@ def test_sigkill_torture_loses_and_resurrects_nothing(
 @pytest.mark.timeout(600)
 def test_sigkill_torture_of_two_sqlite_workers_one_at_a_time_or_all(tmp_path: Path) -> None:
     """Two workers on one SQLite file: a kill takes one worker (granian replaces it while the
-    other serves on, and writes on), every other time the one that owns the machine's writer
+    other serves on, and writes on), about half the time the one that owns the machine's writer
     (it may die mid-transaction, and the other takes the writer over), or the whole server. Not a backend of the ``backend`` fixture: this run needs a file and server
     of its own, not the shared two-worker server's."""
     config = TortureConfig(

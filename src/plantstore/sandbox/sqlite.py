@@ -1,6 +1,6 @@
 """Sandbox users on SQLite: issuing one with its token, and purging expired ones in small steps.
 
-Both are jobs for the process's group-commit writer. A purge step deletes at most
+Both are jobs for the machine's group-commit writer. A purge step deletes at most
 ``max_rows`` rows and is a background job (it joins a request's commit rather than adding
 one), so a request's write waits for one step's statements at most, never for the whole
 purge; the next step is submitted only after this one committed, so requests' writes

@@ -1,5 +1,5 @@
 """Webhook subscriptions and deliveries on SQLite: writes (claims and results included) go
-through the process's group-commit writer, so they share fsyncs with plant writes; reads run
+through the machine's group-commit writer, so they share fsyncs with plant writes; reads run
 on a connection of their own. No HTTP happens inside any of these jobs."""
 
 from __future__ import annotations

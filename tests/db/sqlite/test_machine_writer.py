@@ -1,8 +1,10 @@
 """One writer per SQLite file per machine: under a real ``serve --workers 3`` one worker owns
 it (it holds the ``flock`` on ``<database>-writer``, read from /proc/locks) and every worker's
 writes reach it; SIGKILL of the owner hands the writer to another worker within 2 s, with
-every write meanwhile a 200 or a 503 with Retry-After, and nothing acknowledged lost. A process
-of another user is refused before anything it sends is unpickled."""
+every write meanwhile a 200 or a 503 with Retry-After, and nothing acknowledged lost; an owner
+that answers nothing (SIGSTOP) costs the others a 503 after the busy timeout, not a hang. A
+process of another user is refused before anything it sends is unpickled, and a message the
+owner cannot read costs its sender alone the connection."""
 
 from __future__ import annotations
 
@@ -137,6 +139,7 @@ def test_a_sigkilled_owner_hands_the_writer_on_within_two_seconds(tmp_path: Path
     after = [(sent, status) for sent, _, status, _ in answers if sent > killed_at]
     served = [sent for sent, status in after if status == 200]
     assert served, f"no create succeeded after the kill: {statuses}"
+    print(f"first create served {min(served) - killed_at:.3f} s after the kill; {statuses}")
     assert min(served) - killed_at < 2.0, "writes did not resume within 2 s of the kill"
     late = [status for sent, status in after if sent > killed_at + 2.0]
     assert late, "no create was sent 2 s after the kill"
@@ -269,3 +272,40 @@ def test_a_stopped_owner_costs_other_workers_a_503_not_a_hang(tmp_path: Path) ->
         assert response.headers["retry-after"] == "1"
         assert 1.5 <= took < 4.0, took  # waited for the owner, within its patience
     assert resumed.status_code == 200
+
+
+def test_an_unreadable_message_hangs_up_on_its_sender_alone(tmp_path: Path) -> None:
+    """A message the owner cannot unpickle (another version's write, say) costs its sender the
+    connection; the relay goes on taking every other process's writes."""
+    db = tmp_path / "machine.db"
+    upgrade(f"sqlite:///{db}")
+    garbage = b"\x80\x05not a pickle"
+
+    async def scenario() -> tuple[bytes, object]:
+        owning, other = SQLiteDatabase(db), SQLiteDatabase(db)
+        await owning.open()
+        await other.open()  # the same file from the same user: it sends its writes to owning
+        try:
+            assert owning.writer.engine is not None
+            assert other.writer.engine is None
+            fd = os.open(f"{db}-writer", os.O_RDONLY)
+            address = writer_address(fd)
+            os.close(fd)
+            reader, writer = await asyncio.open_unix_connection(address)
+            writer.write(struct.pack("!I", len(garbage)) + garbage)
+            ended = await asyncio.wait_for(reader.read(10), 5)
+            writer.close()
+            answer = await other.writer.submit(_answer_of_the_owner, 41)
+            return ended, answer
+        finally:
+            await other.close()
+            await owning.close()
+
+    ended, answer = asyncio.run(scenario())
+    assert ended == b""  # hung up on
+    assert answer == 42
+
+
+def _answer_of_the_owner(conn: object, value: int) -> int:
+    """A write sent from a process that does not own the writer (module-level: it pickles)."""
+    return value + 1

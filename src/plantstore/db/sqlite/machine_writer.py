@@ -57,10 +57,6 @@ class MachineWriter:
         self._owning = threading.Lock()  # taken while becoming the owner, and while stopping
 
     @property
-    def owner(self) -> bool:
-        return self._engine is not None
-
-    @property
     def engine(self) -> Writer | None:
         """The writer itself, in the process that owns it."""
         return self._engine
@@ -139,8 +135,10 @@ class MachineWriter:
             service.start()
             self._service = service
             self._engine = engine
-        if self._remote is not None:
-            log.warning("this worker took over the database's writer")
+        if self._remote is not None:  # it had been another process's
+            log.warning("this process took over the database's writer (pid %d)", os.getpid())
+        else:
+            log.info("this process owns the database's writer (pid %d)", os.getpid())
 
     def submit(
         self, fn: WriteFn, *args: Any, one_write: bool = False, background: bool = False

@@ -99,14 +99,19 @@ class _Peer:
         sock.settimeout(SEND_TIMEOUT_S)  # recv comes only when select saw data
         self.sock = sock
         self.frames = Frames()
-        self._lock = threading.Lock()  # the writer's and the flusher's threads both answer
+        self._lock = threading.RLock()  # the writer's and the flusher's threads both answer
         self.closed = False
 
     def send(self, answers: list[Answer]) -> None:
+        if any(error is not None for _, _, error in answers):  # rare: made to travel
+            answers = [(n, result, _portable(error)) for n, result, error in answers]
         try:
             data = frame(answers)
-        except Exception:
-            data = frame([(n, result, _portable(error)) for n, result, error in answers])
+        except Exception as exc:  # a result that does not pickle: a fault of ours
+            log.exception("answers of the database's writer could not be sent")
+            data = frame(
+                [(n, None, RuntimeError(f"unsendable answer: {exc}")) for n, _, _ in answers]
+            )
         with self._lock:
             if self.closed:
                 return
@@ -116,10 +121,15 @@ class _Peer:
                 log.warning("a worker stopped taking the writer's answers (%s)", exc)
                 self.close()
 
-    def close(self) -> None:
-        self.closed = True
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
+    def close(self, release: bool = False) -> None:
+        """Hang up (the relay's thread then sees the end and drops this peer); ``release``
+        also frees the socket, once it is out of the selector."""
+        with self._lock:  # no answer is being sent meanwhile, nor will be
+            self.closed = True
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
+            if release:
+                self.sock.close()
 
 
 class Service:
@@ -146,8 +156,7 @@ class Service:
     def close(self) -> None:
         """Once the writer has answered everything: hang up on every process."""
         for peer in self._peers:
-            peer.close()
-            peer.sock.close()
+            peer.close(release=True)
         self._listener.close()
         os.close(self._wake_read)
         os.close(self._wake_write)
@@ -194,14 +203,22 @@ class Service:
         except OSError:
             data = b""
         if not data:  # the process stopped or died: its answers have nowhere to go
-            selector.unregister(peer.sock)
-            peer.close()
-            peer.sock.close()
-            self._peers.remove(peer)
+            self._drop(selector, peer)
+            return
+        try:
+            messages = list(peer.frames.feed(data))
+        except Exception:  # another version's write, say: that process alone is hung up on
+            log.exception("a write sent to the database's writer could not be read")
+            self._drop(selector, peer)
             return
         submit = self._writer.submit_for
-        for number, fn, args, one_write, background in peer.frames.feed(data):
+        for number, fn, args, one_write, background in messages:
             submit(peer, number, fn, args, one_write=one_write, background=background)
+
+    def _drop(self, selector: selectors.BaseSelector, peer: _Peer) -> None:
+        selector.unregister(peer.sock)
+        peer.close(release=True)
+        self._peers.remove(peer)
 
 
 class _Connection(asyncio.Protocol):

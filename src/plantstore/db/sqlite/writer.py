@@ -7,12 +7,13 @@ commit. The model is datasette's write thread. Where the process may run on more
 core, a second thread, the flusher, waits for the fsync instead, so the writer commits the
 next batch meanwhile and one fsync covers every batch committed during the last.
 
-Several processes (``serve --workers N``, a CLI command beside a server) each have a writer
-of their own on one file; ``lock.WriteTurns`` has them take SQLite's write lock in
-turns, and answers a wait past the busy timeout with ``WriteLockTimeout`` (a 503). The lock
-is held only while the statements run: the commit does not fsync under it
-(``synchronous=NORMAL``), and ``flush.WalFlush`` shares each fsync of the WAL among the
-writers of the machine: one covers the commits of every worker made before it began.
+A machine has one of these per file, in the process that owns it (``machine_writer``); the
+other processes' jobs reach it through ``relay`` and are answered there. A process that
+writes the file without it (a ``sqlite3`` shell, an older plantstore) still takes SQLite's
+write lock: ``lock.WriteTurns`` waits for it, and answers a wait past the busy timeout with
+``WriteLockTimeout`` (a 503). The lock is held only while the statements run: the commit
+does not fsync under it (``synchronous=NORMAL``), and ``flush.WalFlush`` shares each fsync of
+the WAL with any such writer: one covers every commit made before it began.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ WriteFn = Callable[..., Any]  # called with the connection, then the job's argum
 
 
 class Reply(Protocol):
-    """Where a job submitted by another process is answered (``relay.Client``)."""
+    """Where a job submitted by another process is answered (``relay``'s view of it)."""
 
     def send(self, answers: list[tuple[int, Any, BaseException | None]]) -> None: ...
 
