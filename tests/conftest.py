@@ -38,6 +38,9 @@ from plantstore.db.migrate import upgrade
 from plantstore.settings import Settings
 from tests import pg
 
+# The benchmarks' /proc readers (bench/lib/procstat.py) serve the tests too: ``lib.procstat``.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
 IssueToken = Callable[..., str]
 TWO_WORKERS = "sqlite-2workers"  # the contract suite against a two-worker SQLite server
 BACKENDS = ("sqlite", "postgres", TWO_WORKERS)
@@ -455,15 +458,6 @@ def child_pids(pid: int) -> set[int]:
         with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
             children.update(int(word) for word in (task / "children").read_text().split())
     return children
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` still runs: a zombie (dead, not yet reaped by its new parent) does not."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def kill_server(server: LiveServer) -> None:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import httpx
 import pytest
 
+from lib.procstat import running
 from tests.conftest import (
     QUIET_SERVER_ENV,
     IssueToken,
@@ -43,7 +44,6 @@ from tests.conftest import (
     child_pids,
     free_port,
     kill_server,
-    running,
     start_server,
     stop_server,
     wait_for_started_workers,

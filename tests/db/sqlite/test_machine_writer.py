@@ -16,7 +16,6 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -25,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lib.procstat import flock_holder
 from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.machine_writer import writer_address
@@ -39,9 +39,6 @@ from tests.conftest import (
     stop_server,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-from lib.procstat import flock_holder
-
 WORKERS = 3
 
 
@@ -53,6 +50,15 @@ def python_for_another_user() -> str:
     if found is None:
         pytest.skip("no system python3 for another user to run")
     return found
+
+
+def address_of(db: Path) -> str:
+    """The abstract name the owner of ``db``'s writer listens on."""
+    fd = os.open(f"{db}-writer", os.O_RDONLY)
+    try:
+        return writer_address(fd)
+    finally:
+        os.close(fd)
 
 
 def owner(db: Path) -> int | None:
@@ -170,9 +176,7 @@ def test_a_process_of_another_user_is_refused_before_its_message_is_read(
         database = SQLiteDatabase(db)
         await database.open()
         try:
-            fd = os.open(f"{db}-writer", os.O_RDONLY)
-            address = writer_address(fd)
-            os.close(fd)
+            address = address_of(db)
             intruder = (
                 "import socket, sys\n"
                 "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
@@ -288,9 +292,7 @@ def test_an_unreadable_message_hangs_up_on_its_sender_alone(tmp_path: Path) -> N
         try:
             assert owning.writer.engine is not None
             assert other.writer.engine is None
-            fd = os.open(f"{db}-writer", os.O_RDONLY)
-            address = writer_address(fd)
-            os.close(fd)
+            address = address_of(db)
             reader, writer = await asyncio.open_unix_connection(address)
             writer.write(struct.pack("!I", len(garbage)) + garbage)
             ended = await asyncio.wait_for(reader.read(10), 5)

@@ -79,9 +79,8 @@ class MachineWriter:
         return True
 
     async def open(self) -> None:
-        mask = os.umask(0)
-        os.umask(mask)
-        self._lock = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~mask)
+        # 0o666 less the umask (the kernel applies it), as SQLite makes -wal and -shm
+        self._lock = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o666)
         self._address = writer_address(self._lock)
         if self._try_to_own():
             return
