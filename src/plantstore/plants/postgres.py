@@ -12,7 +12,7 @@ from .store import CreateOutcome, PlantRecord
 
 # One round trip: insert, or else read the row that was already there. A row committed by a
 # racing create after this statement's snapshot is neither; ``_create_one`` reads again.
-_CREATE_PLANT = """
+CREATE_PLANT = """
 WITH inserted AS (
     INSERT INTO plants (user_id, id, name, tag) VALUES ($1, $2, $3, $4)
     ON CONFLICT (user_id, id) DO NOTHING
@@ -22,9 +22,10 @@ SELECT true, name, tag FROM inserted
 UNION ALL
 SELECT false, name, tag FROM plants WHERE user_id = $1 AND id = $2
 """
-_FIND_PLANT = "SELECT false, name, tag FROM plants WHERE user_id = $1 AND id = $2"
-_LIST_FIRST = "SELECT id, name, tag FROM plants WHERE user_id = $1 ORDER BY id LIMIT $2"
-_LIST_AFTER = "SELECT id, name, tag FROM plants WHERE user_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+FIND_PLANT = "SELECT false, name, tag FROM plants WHERE user_id = $1 AND id = $2"
+LIST_FIRST = "SELECT id, name, tag FROM plants WHERE user_id = $1 ORDER BY id LIMIT $2"
+DELETE_PLANT = "DELETE FROM plants WHERE user_id = $1 AND id = $2"
+LIST_AFTER = "SELECT id, name, tag FROM plants WHERE user_id = $1 AND id > $2 ORDER BY id LIMIT $3"
 
 
 class PostgresPlants:
@@ -47,11 +48,11 @@ class PostgresPlants:
         args = (user_id, plant.plant_id, plant.name, plant.tag)
         try:
             async with self._connection() as connection:
-                row = await connection.fetchrow(_CREATE_PLANT, *args)
+                row = await connection.fetchrow(CREATE_PLANT, *args)
                 while row is None:  # a racing create committed after our snapshot was taken
-                    row = await connection.fetchrow(_FIND_PLANT, user_id, plant.plant_id)
+                    row = await connection.fetchrow(FIND_PLANT, user_id, plant.plant_id)
                     if row is None:  # ...and was deleted again: try the insert once more
-                        row = await connection.fetchrow(_CREATE_PLANT, *args)
+                        row = await connection.fetchrow(CREATE_PLANT, *args)
         except asyncpg.PostgresError as exc:
             if exc.sqlstate == QUOTA_SQLSTATE:
                 return CreateOutcome.OVER_QUOTA
@@ -67,14 +68,12 @@ class PostgresPlants:
     ) -> list[PlantRecord]:
         async with self._connection() as connection:
             if after_id is None:
-                rows = await connection.fetch(_LIST_FIRST, user_id, limit)
+                rows = await connection.fetch(LIST_FIRST, user_id, limit)
             else:
-                rows = await connection.fetch(_LIST_AFTER, user_id, after_id, limit)
+                rows = await connection.fetch(LIST_AFTER, user_id, after_id, limit)
         return [PlantRecord(row[0], row[1], row[2]) for row in rows]
 
     async def delete_plant(self, user_id: int, plant_id: int) -> bool:
         async with self._connection() as connection:
-            status = await connection.execute(
-                "DELETE FROM plants WHERE user_id = $1 AND id = $2", user_id, plant_id
-            )
+            status = await connection.execute(DELETE_PLANT, user_id, plant_id)
         return status == "DELETE 1"

@@ -9,8 +9,8 @@ Here the creates that arrive while a batch is being written queue up and go toge
 the next: one statement inserts them all (in ``(user, id)`` order, so instances batching at
 once take user rows in one order and cannot deadlock), one commit flushes them. A batch
 that hits the quota (the trigger aborts the statement) is written again one create at a
-time, so each gets its own answer; so are creates the batch cannot settle (the same id twice
-in one batch, or a row a racing instance committed after the statement's snapshot). A user
+time, so each gets its own answer; so are creates the batch does not insert (the same id
+twice in one batch, an id already taken, or one a racing instance took). A user
 found at the quota has its creates written alone for the next ``_AT_QUOTA_SECONDS``, so a
 client that keeps creating past its quota does not make every batch fail for the others.
 """
@@ -31,23 +31,17 @@ from .store import CreateOutcome, PlantRecord
 _MAX_BATCH = 256
 _AT_QUOTA_SECONDS = 1.0
 QUOTA_SQLSTATE = "PSQ01"  # raised by migration 0004's trigger at the quota
-# Every input row once, in input order: whether this statement inserted it, and otherwise
-# the stored row it met (NULL if that row is newer than the statement's snapshot).
-_CREATE_MANY = """
-WITH input AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[])
-        WITH ORDINALITY AS given (user_id, id, name, tag, position)
-), inserted AS (
-    INSERT INTO plants (user_id, id, name, tag)
-    SELECT user_id, id, name, tag FROM input ORDER BY user_id, id
-    ON CONFLICT (user_id, id) DO NOTHING
-    RETURNING user_id, id
-)
-SELECT inserted.id IS NOT NULL, plants.name, plants.tag, plants.id IS NOT NULL
-FROM input
-LEFT JOIN inserted ON inserted.user_id = input.user_id AND inserted.id = input.id
-LEFT JOIN plants ON plants.user_id = input.user_id AND plants.id = input.id
-ORDER BY input.position
+# The rows this statement inserted. No read of the stored plants: such a join was planned
+# once, on a small table, as a scan of it, and that plan then read the whole table for
+# every batch. A create the statement did not insert (the id is taken, or a racing instance
+# took it) is settled alone, by the one-create path.
+CREATE_MANY = """
+INSERT INTO plants (user_id, id, name, tag)
+SELECT user_id, id, name, tag
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS given (user_id, id, name, tag)
+ORDER BY user_id, id
+ON CONFLICT (user_id, id) DO NOTHING
+RETURNING user_id, id
 """
 
 Connection = Callable[[], AbstractAsyncContextManager[Any]]
@@ -117,16 +111,14 @@ class CreateBatcher:
             [create.plant.tag for create in batch],
         )
         async with self._connection() as connection, connection.transaction():
-            rows = await connection.fetch(_CREATE_MANY, *columns)
+            rows = await connection.fetch(CREATE_MANY, *columns)
+        inserted = {(user_id, plant_id) for user_id, plant_id in rows}
         unsettled = []
-        for create, (inserted, name, tag, found) in zip(batch, rows, strict=True):
-            if inserted:
+        for create in batch:
+            if (create.user_id, create.plant.plant_id) in inserted:
                 _settle(create, CreateOutcome.CREATED)
-            elif not found:
-                unsettled.append(create)
             else:
-                same = name == create.plant.name and tag == create.plant.tag
-                _settle(create, CreateOutcome.UNCHANGED if same else CreateOutcome.CONFLICT)
+                unsettled.append(create)  # its id is taken: the same plant, or a conflict
         return unsettled
 
     async def _settle_alone(self, create: _Create) -> None:
