@@ -173,6 +173,20 @@ def where_it_stops(rows: list[WorkerRow]) -> str:
     return f"creates still scale at {ran[-1][0]} workers {caveat}"
 
 
+def cores_allow(one: Measurement) -> float | None:
+    """How far the machine's cores let two workers outrun one, if each request costs what it
+    cost with one worker: every core busy with the server and wrk, over one worker's rate.
+
+    Past it, a ratio is out of reach on this machine whatever the server does; a server
+    process also runs granian's I/O threads beside Python's, so one worker can already
+    keep more than one core busy.
+    """
+    result, cpu, wrk = one.result, one.cpu_us_per_request, one.wrk_cpu_us_per_request
+    if result is None or not cpu or wrk is None or not result.good_rate:
+        return None
+    return _cores() * 1e6 / (cpu + wrk) / result.good_rate
+
+
 def _cores() -> int:
     return len(os.sched_getaffinity(0))
 
@@ -189,6 +203,9 @@ def targets(rows: list[WorkerRow]) -> list[Target]:
             found.append(Target(name, goal, (missing or ["not run"])[0], None))
             continue
         rates = f"{two.row.result.good_rate:,.0f} vs {one.row.result.good_rate:,.0f}/s, unpinned"
+        room = cores_allow(one.row)
+        if room is not None:
+            rates += f"; the cores allow about {room:.2f}x"
         found.append(
             Target(
                 name,
