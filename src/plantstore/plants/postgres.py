@@ -24,8 +24,8 @@ SELECT false, name, tag FROM plants WHERE user_id = $1 AND id = $2
 """
 FIND_PLANT = "SELECT false, name, tag FROM plants WHERE user_id = $1 AND id = $2"
 LIST_FIRST = "SELECT id, name, tag FROM plants WHERE user_id = $1 ORDER BY id LIMIT $2"
-DELETE_PLANT = "DELETE FROM plants WHERE user_id = $1 AND id = $2"
 LIST_AFTER = "SELECT id, name, tag FROM plants WHERE user_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+DELETE_PLANT = "DELETE FROM plants WHERE user_id = $1 AND id = $2"
 
 
 class PostgresPlants:
