@@ -44,6 +44,18 @@ def run_sql(url: str, *statements: str) -> list[list[tuple[object, ...]]]:
     return asyncio.run(run())
 
 
+def generic_plan(url: str, statement: str, arguments: str) -> str:
+    """The plan PostgreSQL keeps for ``statement`` once it stops planning each call (generic,
+    blind to the values), as EXPLAIN prints it; ``arguments`` fill the parameters, in SQL."""
+    rows = run_sql(
+        url,
+        "SET plan_cache_mode = force_generic_plan",
+        f"PREPARE statement AS {statement}",
+        f"EXPLAIN EXECUTE statement ({arguments})",
+    )[2]
+    return "\n".join(str(line) for (line,) in rows)
+
+
 def with_database(url: str, database: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"/{database}"))

@@ -144,12 +144,6 @@ def test_no_plant_statement_scans_every_plant_whatever_its_plan(
     """
     statement, arguments = STATEMENTS[name]
     url, _ = open_store(postgres)
-    rows = pg.run_sql(
-        url,
-        "SET plan_cache_mode = force_generic_plan",
-        f"PREPARE statement AS {statement}",
-        f"EXPLAIN EXECUTE statement ({arguments})",
-    )[2]
-    plan = "\n".join(str(line) for (line,) in rows)
+    plan = pg.generic_plan(url, statement, arguments)
     assert "Seq Scan on plants" not in plan, plan
     assert "plants_pkey" in plan or name == "batch", plan

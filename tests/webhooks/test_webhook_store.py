@@ -17,6 +17,7 @@ from plantstore.plants.store import PlantRecord
 from plantstore.settings import Settings
 from plantstore.webhooks import pruning
 from plantstore.webhooks.backends import webhook_store_for
+from plantstore.webhooks.postgres import FAIL_DUE_OF_DISABLED, PRUNE_ATTEMPTS
 from plantstore.webhooks.pruning import prune
 from plantstore.webhooks.store import (
     DELIVERED,
@@ -28,6 +29,7 @@ from plantstore.webhooks.store import (
     Subscription,
     WebhookStore,
 )
+from tests import pg
 from tests.conftest import run_cli, run_sql
 from tests.stores import Stores
 
@@ -369,3 +371,21 @@ def test_a_user_purged_takes_subscriptions_and_deliveries_along(db_url: str) -> 
         assert await webhooks.claim(time.time() + DAY, 10, 10, [], 90.0) == []
 
     with_stores(db_url, check)
+
+
+@pytest.mark.parametrize(
+    ("statement", "arguments"),
+    [(PRUNE_ATTEMPTS, "1.0, 1000"), (FAIL_DUE_OF_DISABLED, "'disabled', 1.0, 1000")],
+    ids=["prune attempts", "fail due of disabled"],
+)
+def test_bounded_steps_read_no_whole_table_whatever_their_plan(
+    postgres: pg.PostgresServer, statement: str, arguments: str
+) -> None:
+    """A step that deletes or fails a chunk chosen by a subquery reads the chunk, not the
+    table, in the plan PostgreSQL keeps for it: as ``id IN (subquery)``, that plan scanned
+    every attempt ever kept, for every step of a prune."""
+    url = postgres.create_database()
+    upgrade(url)
+    plan = pg.generic_plan(url, statement, arguments)
+    assert "Seq Scan on webhook_attempts" not in plan, plan
+    assert "Seq Scan on webhook_deliveries" not in plan, plan

@@ -24,6 +24,20 @@ from .store import (
 
 Connect = Callable[[], AbstractAsyncContextManager[asyncpg.pool.PoolConnectionProxy]]
 _N = sql.numbered
+# The bounded steps that delete (or fail) a chunk chosen by a subquery, spelled so that the
+# outer statement probes the primary key with the chosen ids. As ``id IN (SELECT … LIMIT ?)``
+# the server's cached generic plan, which cannot see the limit, was a hash join over a scan
+# of the whole table: every step of a prune read every attempt ever kept.
+PRUNE_ATTEMPTS = (
+    "DELETE FROM webhook_attempts WHERE id = ANY(ARRAY("
+    "SELECT id FROM webhook_attempts WHERE attempted_at < $1 ORDER BY attempted_at LIMIT $2))"
+)
+FAIL_DUE_OF_DISABLED = (
+    "UPDATE webhook_deliveries SET state = 2, last_error = $1, finished_at = $2 "
+    "WHERE id = ANY(ARRAY(SELECT d.id FROM webhook_deliveries d "
+    "JOIN webhook_subscriptions s ON s.id = d.subscription_id "
+    "WHERE d.state = 0 AND NOT s.enabled LIMIT $3))"
+)
 
 _CLAIM = f"""
 WITH due AS (
@@ -173,7 +187,7 @@ class PostgresWebhookStore:
                     )
 
     async def prune_attempts(self, before: float, limit: int) -> int:
-        return await self._execute(sql.PRUNE_ATTEMPTS, before, limit)
+        return await self._execute(PRUNE_ATTEMPTS, before, limit)
 
     async def prune_deliveries(
         self, before: float, after_id: int, limit: int
@@ -189,7 +203,7 @@ class PostgresWebhookStore:
         return _rowcount(status), None if done else int(last)
 
     async def fail_disabled(self, now: float, limit: int) -> int:
-        return await self._execute(sql.FAIL_DUE_OF_DISABLED, sql.DISABLED_ERROR, now, limit)
+        return await self._execute(FAIL_DUE_OF_DISABLED, sql.DISABLED_ERROR, now, limit)
 
     async def oldest_due(self) -> float | None:
         rows = await self._fetch(sql.OLDEST_DUE)

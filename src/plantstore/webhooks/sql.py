@@ -96,6 +96,7 @@ FAIL_DUE_OF = (
     "WHERE state = 0 AND subscription_id = ?"
 )
 # ... and any left by a race (an event queued as its subscription was being disabled).
+# (This and PRUNE_ATTEMPTS are SQLite's spelling; PostgreSQL's own is in ``postgres``.)
 FAIL_DUE_OF_DISABLED = (
     "UPDATE webhook_deliveries SET state = 2, last_error = ?, finished_at = ? "
     "WHERE id IN (SELECT d.id FROM webhook_deliveries d "
