@@ -308,6 +308,36 @@ def test_an_unreadable_message_hangs_up_on_its_sender_alone(tmp_path: Path) -> N
     assert answer == 42
 
 
+def test_a_write_the_stopping_owner_never_read_is_made_by_the_next_owner(tmp_path: Path) -> None:
+    """A write sent as the owner stops, after its last read, was not made: the owner says so
+    as it hangs up, and the sender makes it with the next owner (itself, here) instead of
+    failing with 'went away' (two CLI commands side by side failed so, 1 in 50)."""
+    db = tmp_path / "machine.db"
+    upgrade(f"sqlite:///{db}")
+
+    async def scenario() -> tuple[object, bool]:
+        owning, other = SQLiteDatabase(db), SQLiteDatabase(db)
+        await owning.open()
+        await other.open()
+        try:
+            service = owning.writer._service
+            assert service is not None
+            assert other.writer.engine is None
+            service.stop_taking()  # the owner reads nothing more
+            sent = asyncio.ensure_future(other.writer.submit(_answer_of_the_owner, 41))
+            await asyncio.sleep(0.1)
+            assert not sent.done()  # sent, and never read
+            await owning.close()
+            answer = await asyncio.wait_for(sent, 10)
+            return answer, other.writer.engine is not None
+        finally:
+            await other.close()
+
+    answer, other_owns = asyncio.run(scenario())
+    assert answer == 42
+    assert other_owns
+
+
 def _answer_of_the_owner(conn: object, value: int) -> int:
     """A write sent from a process that does not own the writer (module-level: it pickles)."""
     return value + 1

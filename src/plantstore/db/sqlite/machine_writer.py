@@ -6,8 +6,10 @@ take an exclusive ``flock`` on ``<database>-writer``. The one that holds it owns
 send theirs there, and wait on a blocking ``flock`` in a thread meanwhile. The kernel drops
 the lock of an owner that dies, however it dies: a waiting process takes it within
 milliseconds and owns the writer from then on. Writes caught in between, sent to the owner
-that died or made before the next one listens, are answered 503 with ``Retry-After``; none is
-acknowledged before it is fsynced, so a retry of a create finds it or makes it.
+that died, are answered 503 with ``Retry-After``; none is acknowledged before it is fsynced,
+so a retry of a create finds it or makes it. A write that certainly was not taken (the owner
+stopped before reading it, or none listened yet) is sent again to the next owner, for as long
+as a write may wait for an answer.
 
 One commit for every worker's writes means bigger batches than a writer per process (which
 took SQLite's lock in turns and split each other's batches) and one warm page cache.
@@ -26,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreUnavailable
-from .relay import RemoteWriter, Service, writer_gone
+from .relay import RemoteWriter, Service, WriteNotTaken, writer_gone
 from .writer import WriteFn, Writer
 
 log = logging.getLogger(__name__)
 
 CONNECT_WAIT_S = 5.0  # how long an opening process waits for a new owner to listen
+RETRY_PAUSE_S = 0.005  # between sends of a write no owner took
 
 
 def writer_address(lock: int) -> str:
@@ -153,9 +156,19 @@ class MachineWriter:
     async def _submit_remote(
         self, fn: WriteFn, args: tuple[Any, ...], one_write: bool, background: bool
     ) -> Any:
-        if self._remote is None or self._stopping:
-            raise writer_gone()
-        return await self._remote.submit(fn, args, one_write, background)
+        deadline = time.monotonic() + self._patience
+        while True:
+            if self._remote is None or self._stopping:
+                raise writer_gone()
+            try:
+                return await self._remote.submit(fn, args, one_write, background)
+            except WriteNotTaken:
+                if time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(RETRY_PAUSE_S)  # for the next owner: this process, or another
+            engine = self._engine
+            if engine is not None:
+                return await engine.submit(fn, *args, one_write=one_write, background=background)
 
     def submit_nowait(self, fn: WriteFn, *args: Any) -> None:
         """Queue a write nobody waits for (a token's last use); lost if no writer answers."""

@@ -12,6 +12,11 @@ connection, its writes sent once per turn of the loop, its answers resolving the
 A pickle runs code as it loads, and any local user may connect to an abstract socket: each
 side asks the kernel who the other is (``SO_PEERCRED``) and hangs up unless it runs as the
 same user, who could run anything as this process anyway.
+
+An owner that stops answers every write it took, then says goodbye (``GOODBYE``) before it
+hangs up, also on connections it never accepted: a write still unanswered then was never
+read, so it was not made, and its sender may send it again to the next owner
+(``WriteNotTaken``). A write cut off without a goodbye (the owner died) may have been made.
 """
 
 from __future__ import annotations
@@ -42,8 +47,20 @@ SEND_TIMEOUT_S = 2.0  # an owner gives up on a process that stops reading its an
 Answer = tuple[int, Any, BaseException | None]  # a write's number, its result or its error
 
 
+_GONE = "the machine's database writer went away; retry shortly"
+GOODBYE = None  # the owner's last message: nothing unanswered was taken
+
+
+class WriteNotTaken(StoreUnavailable):
+    """The write never reached an owner that would make it: it may be sent again."""
+
+
 def writer_gone() -> StoreUnavailable:
-    return StoreUnavailable("the machine's database writer went away; retry shortly")
+    return StoreUnavailable(_GONE)
+
+
+def write_not_taken() -> WriteNotTaken:
+    return WriteNotTaken(_GONE)
 
 
 def frame(message: object) -> bytes:
@@ -112,6 +129,9 @@ class _Peer:
             data = frame(
                 [(n, None, RuntimeError(f"unsendable answer: {exc}")) for n, _, _ in answers]
             )
+        self.send_bytes(data)
+
+    def send_bytes(self, data: bytes) -> None:
         with self._lock:
             if self.closed:
                 return
@@ -154,9 +174,18 @@ class Service:
         self._thread.join()
 
     def close(self) -> None:
-        """Once the writer has answered everything: hang up on every process."""
+        """Once the writer has answered everything: say goodbye to every process, those whose
+        connections were never accepted too, and hang up."""
+        goodbye = frame(GOODBYE)
         for peer in self._peers:
+            peer.send_bytes(goodbye)
             peer.close(release=True)
+        with contextlib.suppress(OSError):
+            while True:  # ends with BlockingIOError once none is waiting
+                sock, _ = self._listener.accept()
+                with contextlib.closing(sock):
+                    sock.settimeout(SEND_TIMEOUT_S)
+                    sock.sendall(goodbye)
         self._listener.close()
         os.close(self._wake_read)
         os.close(self._wake_write)
@@ -230,6 +259,7 @@ class _Connection(asyncio.Protocol):
         self.loop = loop
         self.pending: dict[int, tuple[asyncio.Future[Any], float]] = {}  # and when it was sent
         self.lost = False
+        self.handed_over = False  # the owner said goodbye: what is unanswered was not taken
         self._patience = patience
         self._frames = Frames()
         self._outgoing: list[bytes] = []
@@ -266,6 +296,9 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         pending = self.pending
         for answers in self._frames.feed(data):
+            if answers is GOODBYE:
+                self.handed_over = True
+                continue
             for number, result, error in answers:
                 waiting = pending.pop(number, None)
                 if waiting is None or waiting[0].done():  # the caller went away
@@ -281,9 +314,10 @@ class _Connection(asyncio.Protocol):
         if self._sweeper is not None:
             self._sweeper.cancel()
         pending, self.pending = self.pending, {}
+        gone = write_not_taken if self.handed_over else writer_gone
         for future, _ in pending.values():
             if not future.done():
-                future.set_exception(writer_gone())
+                future.set_exception(gone())
 
     def close(self) -> None:
         if self._transport is not None:
@@ -318,7 +352,7 @@ class RemoteWriter:
             sock.connect(self._address)  # a Unix socket connects at once, or not at all
         except OSError as exc:
             sock.close()
-            raise writer_gone() from exc
+            raise write_not_taken() from exc
         if not same_user(sock):
             sock.close()
             raise PermissionError(
@@ -330,7 +364,7 @@ class RemoteWriter:
             )
         except OSError as exc:
             sock.close()
-            raise writer_gone() from exc
+            raise write_not_taken() from exc
         self._connection = made
         return made
 
