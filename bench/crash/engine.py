@@ -18,37 +18,27 @@ from crash.config import TortureConfig, TortureError, TortureResult, Value
 from crash.judge import Key, judge_listing, list_plants, sqlite_integrity
 from crash.victim import Victim
 
-TOKEN_ATTEMPTS = 5
-WRITER_WENT_AWAY = "database writer went away"
-
 
 def issue_tokens(database_url: str, users: int, per_user: int) -> list[tuple[str, str]]:
     """``(user, token)`` pairs issued by ``plantstore token create`` as a real process.
 
-    The first runs alone (it creates or migrates the schema); the rest two at a time. On
-    SQLite two commands side by side share one writer, owned by whichever locked it first: a
-    write sent to it as it exits is refused with "went away; retry shortly", and is retried,
-    as an operator would.
+    The first runs alone (it creates or migrates the schema); the rest two at a time.
     """
     env = {**os.environ, "PLANTSTORE_DATABASE_URL": database_url}
 
     def create(user: str) -> tuple[str, str]:
-        for attempt in range(1, TOKEN_ATTEMPTS + 1):
-            done = subprocess.run(
-                [sys.executable, "-m", "plantstore", "token", "create", user],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=120,
-                check=False,
-            )
-            lines = done.stdout.rstrip("\n").splitlines()
-            if done.returncode == 0 and lines and lines[-1].startswith("pst_"):
-                return user, lines[-1]
-            if WRITER_WENT_AWAY not in done.stdout + done.stderr or attempt == TOKEN_ATTEMPTS:
-                break
-            time.sleep(0.1)
-        raise TortureError(f"token create {user} failed: {done.stdout}{done.stderr}")
+        done = subprocess.run(
+            [sys.executable, "-m", "plantstore", "token", "create", user],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        lines = done.stdout.rstrip("\n").splitlines()
+        if done.returncode != 0 or not lines or not lines[-1].startswith("pst_"):
+            raise TortureError(f"token create {user} failed: {done.stdout}{done.stderr}")
+        return user, lines[-1]
 
     names = [f"torture-{user}" for user in range(users) for _ in range(per_user)]
     first = create(names[0])
