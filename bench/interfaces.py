@@ -10,26 +10,27 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-from lib.measure import LIST_10, wait_for_quiet
-from lib.servers import HERE, Server, launch
+from lib.measure import LIST_10, Options, wait_for_quiet
+from lib.services import REFERENCE_APPS, start_reference
 from lib.wrk import run_wrk
 
-APPS = {"asgi": "reference_app:create_app", "rsgi": "reference_rsgi:create_app"}
 
-
-def rate(interface: str, loop: str, seconds: int, workdir: Path) -> float:
+def rate(interface: str, options: Options) -> float:
     """One run of list 10 against the reference app served over ``interface``."""
-    granian = str(Path(sys.executable).parent / "granian")
-    command = [granian, "--interface", interface, "--loop", loop, "--factory", APPS[interface]]
     wait_for_quiet([0, 1])
-    process, url = launch(command, workdir / f"{interface}.log", "0", {}, LIST_10, cwd=HERE)
-    server = Server(process, url, "none")
+    server = start_reference(options, "none", interface)
     try:
-        return run_wrk(url + LIST_10, server.token, seconds, 32, "1", None).good_rate
+        return run_wrk(
+            server.base_url + LIST_10,
+            server.token,
+            options.seconds,
+            options.connections,
+            options.wrk_cpus,
+            None,
+        ).good_rate
     finally:
         server.stop()
 
@@ -40,13 +41,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
     args = parser.parse_args()
-    rates: dict[str, list[float]] = {name: [] for name in APPS}
+    rates: dict[str, list[float]] = {name: [] for name in REFERENCE_APPS}
     with tempfile.TemporaryDirectory() as workdir:
+        options = Options(args.seconds, 32, "0", "1", Path(workdir), reference_loop=args.loop)
         for round_number in range(1, args.rounds + 1):
-            for interface in APPS:
-                rates[interface].append(rate(interface, args.loop, args.seconds, Path(workdir)))
+            for interface in REFERENCE_APPS:
+                rates[interface].append(rate(interface, options))
                 print(f"round {round_number}, {interface}: {rates[interface][-1]:,.0f}/s")
-    asgi, rsgi = (statistics.median(rates[name]) for name in APPS)
+    asgi, rsgi = (statistics.median(rates[name]) for name in REFERENCE_APPS)
     ratios = [r / a for a, r in zip(rates["asgi"], rates["rsgi"], strict=True)]
     print(
         f"median: ASGI {asgi:,.0f}/s ({1e6 / asgi:.1f} µs a request), RSGI {rsgi:,.0f}/s "

@@ -34,12 +34,16 @@ def start_service(
     return Server(process, url, token)
 
 
-def start_reference(options: Options, token: str) -> Server:
+# The bare reference app through each server interface granian offers.
+REFERENCE_APPS = {"asgi": "reference_app:create_app", "rsgi": "reference_rsgi:create_app"}
+
+
+def start_reference(options: Options, token: str, interface: str = "asgi") -> Server:
     """The bare reference app under the same granian, on the same core as the service."""
     granian = str(Path(sys.executable).parent / "granian")
-    command = [granian, "--interface", "asgi", "--loop", options.reference_loop]
-    command += ["--factory", "reference_app:create_app"]
-    log = options.workdir / "reference.log"
+    command = [granian, "--interface", interface, "--loop", options.reference_loop]
+    command += ["--factory", REFERENCE_APPS[interface]]
+    log = options.workdir / f"reference-{interface}.log"
     process, url = launch(command, log, options.server_cpus, {}, ready_path=LIST_10, cwd=HERE)
     return Server(process, url, token)
 
