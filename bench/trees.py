@@ -4,11 +4,12 @@
     .venv/bin/python bench/trees.py /tmp/before/src src --rounds 3 --seconds 8
 
 Each tree's ``plantstore serve`` (one worker unless ``--workers``, every feature on as shipped,
-limits far above the load) runs alone on one pinned core with wrk on the other, on a SQLite file of its own
-seeded alike (the bench user's 20 plants plus 100,000 of other users'). The trees take
-turns, round after round (A, B, A, B, …), so a drift of the machine touches both; each
-ratio (B / A) is reported as its median and range over the rounds. The trees share this
-virtual environment: only ``PYTHONPATH`` differs.
+limits far above the load) runs alone on one pinned core with wrk on the other (with
+``--unpinned``, server and wrk share the cores, as in the workers phase of ``make bench``),
+on a SQLite file of its own seeded alike (the bench user's 20 plants plus 100,000 of other
+users'). The trees take turns, round after round (A, B, A, B, …), so a drift of the machine
+touches both; each ratio (B / A) is reported as its median and range over the rounds. The
+trees share this virtual environment: only ``PYTHONPATH`` differs.
 """
 
 from __future__ import annotations
@@ -46,7 +47,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=8, help="per scenario and tree")
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--workers", type=int, default=1, help="serve --workers (on one core)")
+    parser.add_argument("--workers", type=int, default=1, help="serve --workers")
+    parser.add_argument(
+        "--unpinned",
+        action="store_true",
+        help="server and wrk share every core (as several workers need), instead of one each",
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="trees-", dir=HERE / "results"))
     require_real_disk(workdir)
@@ -57,7 +63,8 @@ def main() -> None:
 
 
 def compare(args: argparse.Namespace, workdir: Path) -> None:
-    options = Options(args.seconds, args.connections, "0", "1", workdir)
+    server_cpus, wrk_cpus = (None, None) if args.unpinned else ("0", "1")
+    options = Options(args.seconds, args.connections, server_cpus, wrk_cpus, workdir)
     trees = [seeded(options, "A", args.before), seeded(options, "B", args.after)]
     rates: dict[str, dict[str, list[float]]] = {name: {"A": [], "B": []} for name in SCENARIOS}
     cpu: dict[str, dict[str, list[float]]] = {name: {"A": [], "B": []} for name in SCENARIOS}
@@ -110,7 +117,8 @@ def report(
     args: argparse.Namespace,
 ) -> None:
     print(
-        f"\n{args.rounds} rounds of {args.seconds} s, {args.workers} worker(s), "
+        f"\n{args.rounds} rounds of {args.seconds} s, {args.workers} worker(s)"
+        f"{', unpinned' if args.unpinned else ''}, "
         f"A = {args.before}, B = {args.after}"
     )
     print(

@@ -37,15 +37,17 @@ COLUMNS = (
 
 @dataclass
 class Verdict:
-    """One target of a script (soak, slow clients) that passes or fails outright."""
+    """One target of a script (soak, slow clients) that passes or fails; one judged on the
+    median of rounds is unsettled when their range straddles the goal."""
 
     name: str
     goal: str
     measured: str
     passed: bool
+    settled: bool = True
 
     def text(self, name_width: int = 16, goal_width: int = 25) -> str:
-        mark = "PASS" if self.passed else "FAIL"
+        mark = ("PASS" if self.passed else "FAIL") if self.settled else "UNSETTLED"
         return f"  [{mark}] {self.name:<{name_width}} {self.goal:<{goal_width}} {self.measured}"
 
 

@@ -8,6 +8,11 @@ On two cores the attackers share the load generator's core. They run at the lowe
 priority (``nice 19``), so that a reply to wrk is read as soon as it arrives rather than after
 an attacker's time slice: what is measured is the server under the attack, not wrk starved of
 its core. The attackers need little CPU (their connections sit), and still hold their counts.
+
+One run's quiet rate moves by several percent between the quiet runs around an attack, so the
+phase runs in ``--combined-rounds`` rounds (3): quiet, everything at once, quiet, everything
+at once, …, quiet. Each round is judged against the quiet runs on either side of it, and a
+share kept is reported as the median of the rounds with their range.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -35,6 +41,8 @@ LOADS = {"list 10": Load(), "create": creates(5 * 10**12)}
 
 @dataclass
 class CombinedResult:
+    """One round: the quiet runs either side of it, and the loads under it all."""
+
     quiet_before: dict[str, Measurement]
     loaded: dict[str, Measurement]
     quiet_after: dict[str, Measurement]
@@ -58,6 +66,31 @@ class CombinedResult:
     def kb_per_idle_connection(self) -> float:
         held = max(1, self.idle_held)
         return (self.rss_idle_mb - self.rss_quiet_mb) * 1024 / held
+
+
+@dataclass
+class CombinedRounds:
+    """Every round of the phase, and their figures over the rounds."""
+
+    rounds: list[CombinedResult]
+
+    def retained(self, load: str) -> tuple[float, float, float]:
+        """The share of the quiet rate kept: median, lowest and highest of the rounds."""
+        kept = [result.retained(load) for result in self.rounds]
+        return statistics.median(kept), min(kept), max(kept)
+
+    def p99_ms(self, load: str) -> float:
+        """The worst round's."""
+        return max(result.p99_ms(load) for result in self.rounds)
+
+    def longest_idle_s(self) -> float | None:
+        """The longest a zero-byte connection lived, in any round (None: none was closed)."""
+        found = [r.idle_summary.get("longest_s") for r in self.rounds]
+        lived = [seconds for seconds in found if seconds is not None]
+        return max(lived) if len(lived) == len(found) else None
+
+    def kb_per_idle_connection(self) -> float:
+        return statistics.median(result.kb_per_idle_connection() for result in self.rounds)
 
 
 class IdleFlood:
@@ -94,38 +127,51 @@ class IdleFlood:
         return self.latest
 
 
-def quiet_runs(server: Server, options: Options, when: str) -> dict[str, Measurement]:
+def quiet_runs(server: Server, options: Options, step: int) -> dict[str, Measurement]:
     return {
-        name: measure(server, _fresh(load, when), options, f"quiet_{when}_{name}", f"{name}, quiet")
+        name: measure(server, _fresh(load, step), options, f"quiet_{step}_{name}", f"{name}, quiet")
         for name, load in LOADS.items()
     }
 
 
-def _fresh(load: Load, when: str) -> Load:
+def _fresh(load: Load, step: int) -> Load:
     """Creates need ids of their own in each run (a repeat is no insert)."""
     if load.script != "create.lua":
         return load
-    offset = {"before": 0, "loaded": 1, "after": 2}[when]
-    return creates(5 * 10**12 + offset * 10**10)
+    return creates(5 * 10**12 + step * 10**10)
 
 
-def run_combined(server: Server, options: Options, args: argparse.Namespace) -> CombinedResult:
+def run_combined(server: Server, options: Options, args: argparse.Namespace) -> CombinedRounds:
     """The phase, with this process kept off the server's core (it starts and watches the
     attackers: CPU that belongs with them, not with the server)."""
     affinity = os.sched_getaffinity(0)
     if args.attacker_cpus:
         os.sched_setaffinity(0, cpu_list(args.attacker_cpus))
     try:
-        return _run_combined(server, options, args)
+        workers = worker_pids(server.pid)
+        quiet = quiet_runs(server, options, 0)
+        rounds = []
+        for number in range(1, args.combined_rounds + 1):
+            print(f"  round {number} of {args.combined_rounds}", flush=True)
+            result = _run_round(server, options, args, workers, quiet, number)
+            quiet = result.quiet_after
+            rounds.append(result)
+        return CombinedRounds(rounds)
     finally:
         os.sched_setaffinity(0, affinity)
 
 
-def _run_combined(server: Server, options: Options, args: argparse.Namespace) -> CombinedResult:
-    workers = worker_pids(server.pid)
-    before = quiet_runs(server, options, "before")
+def _run_round(
+    server: Server,
+    options: Options,
+    args: argparse.Namespace,
+    workers: list[int],
+    before: dict[str, Measurement],
+    number: int,
+) -> CombinedResult:
+    """Everything at once, then the quiet runs after it (the next round's before)."""
     rss_quiet = rss_mb(workers)
-    print(f"  opening {args.idle_connections:,} connections that send nothing", flush=True)
+    print(f"    opening {args.idle_connections:,} connections that send nothing", flush=True)
     # Opened over one header deadline: the server then closes (and the flood reopens) a
     # steady tenth of them each second, as connections that arrive over time would be.
     ramp = args.header_timeout or 10.0
@@ -148,7 +194,11 @@ def _run_combined(server: Server, options: Options, args: argparse.Namespace) ->
         print(f"    holding {flood.latest.get('held')} idle and slow {held}", flush=True)
         loaded = {
             name: measure(
-                server, _fresh(load, "loaded"), options, f"combined_{name}", f"{name} under it all"
+                server,
+                _fresh(load, 2 * number - 1),
+                options,
+                f"combined_{number}_{name}",
+                f"{name} under it all",
             )
             for name, load in LOADS.items()
         }
@@ -157,30 +207,37 @@ def _run_combined(server: Server, options: Options, args: argparse.Namespace) ->
             attacker.stop()
         summary = flood.stop()
     time.sleep(1.0)
-    after = quiet_runs(server, options, "after")
+    after = quiet_runs(server, options, 2 * number)
     return CombinedResult(
         before, loaded, after, summary.get("held", 0), summary, rss_quiet, rss_idle, held
     )
 
 
-def show_combined(result: CombinedResult, header_deadline: float) -> None:
+def show_combined(result: CombinedRounds, header_deadline: float) -> None:
     print("\neverything at once: idle connections, slow headers, slow bodies")
-    for load in LOADS:
-        loaded = result.loaded[load].result
-        if loaded is None:
-            continue
+    for number, round_result in enumerate(result.rounds, 1):
+        for load in LOADS:
+            loaded = round_result.loaded[load].result
+            if loaded is None:
+                continue
+            print(
+                f"  round {number}, {load}: {loaded.rate:,.0f} req/s, "
+                f"{100 * round_result.retained(load):.0f}% of quiet; p50 {loaded.p50}, "
+                f"p99 {loaded.p99}; errors {loaded.errors} non-2xx + "
+                f"{loaded.socket_errors} socket"
+            )
+        summary = round_result.idle_summary
         print(
-            f"  {load}: {loaded.rate:,.0f} req/s, {100 * result.retained(load):.0f}% of quiet; "
-            f"p50 {loaded.p50}, p99 {loaded.p99}; errors {loaded.errors} non-2xx + "
-            f"{loaded.socket_errors} socket"
+            f"  round {number}, idle connections: {round_result.idle_held:,} held; the server "
+            f"closed {summary.get('closed_by_server', 0):,}, the longest after "
+            f"{summary.get('longest_s')} s (deadline {header_deadline:g} s); median "
+            f"{summary.get('median_s')} s; worker RSS {round_result.rss_quiet_mb:.1f} MB quiet, "
+            f"{round_result.rss_idle_mb:.1f} MB with them: "
+            f"{round_result.kb_per_idle_connection():.1f} KB each"
         )
-    summary = result.idle_summary
-    print(
-        f"  idle connections: {result.idle_held:,} held; the server closed "
-        f"{summary.get('closed_by_server', 0):,}, the longest after {summary.get('longest_s')} s "
-        f"(deadline {header_deadline:g} s); median {summary.get('median_s')} s"
-    )
-    print(
-        f"  worker RSS {result.rss_quiet_mb:.1f} MB quiet, {result.rss_idle_mb:.1f} MB with the idle "
-        f"connections: {result.kb_per_idle_connection():.1f} KB per idle connection"
-    )
+    for load in LOADS:
+        median, lowest, highest = result.retained(load)
+        print(
+            f"  {load}: {100 * median:.0f}% of quiet [{100 * lowest:.0f}-{100 * highest:.0f}] "
+            f"over {len(result.rounds)} rounds"
+        )
