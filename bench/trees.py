@@ -8,8 +8,9 @@ limits far above the load) runs alone on one pinned core with wrk on the other (
 ``--unpinned``, server and wrk share the cores, as in the workers phase of ``make bench``),
 on a SQLite file of its own seeded alike (the bench user's 20 plants plus 100,000 of other
 users'). The trees take turns, round after round (A, B, A, B, …), so a drift of the machine
-touches both; each ratio (B / A) is reported as its median and range over the rounds. The
-trees share this virtual environment: only ``PYTHONPATH`` differs.
+touches both; each ratio (B / A) is reported as its median and range over the rounds.
+``--paced RATE`` adds list 10 at that rate, compared by its p99 from each request's due time
+(lower is better there). The trees share this virtual environment: only ``PYTHONPATH`` differs.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.loads import creates, sqlite_path
+from lib.loads import creates, paced, sqlite_path
 from lib.measure import LIST_10, Load, Measurement, Options, measure, warm_up
 from lib.seed import Layout, prepare, seed_sqlite
 from lib.servers import HERE, Server, require_real_disk
 from lib.services import start_service
 
 SCENARIOS = {"list 10": Load(path=LIST_10), "create": creates(10**12)}
+PACED = "list 10 paced"  # with --paced RATE: p99 from the schedule, not a rate
 
 
 @dataclass
@@ -49,6 +51,12 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=1, help="serve --workers")
     parser.add_argument(
+        "--paced",
+        type=int,
+        default=0,
+        help="also list 10 paced at this rate (req/s): p99 from each request's due time",
+    )
+    parser.add_argument(
         "--unpinned",
         action="store_true",
         help="server and wrk share every core (as several workers need), instead of one each",
@@ -66,14 +74,21 @@ def compare(args: argparse.Namespace, workdir: Path) -> None:
     server_cpus, wrk_cpus = (None, None) if args.unpinned else ("0", "1")
     options = Options(args.seconds, args.connections, server_cpus, wrk_cpus, workdir)
     trees = [seeded(options, "A", args.before), seeded(options, "B", args.after)]
-    rates: dict[str, dict[str, list[float]]] = {name: {"A": [], "B": []} for name in SCENARIOS}
-    cpu: dict[str, dict[str, list[float]]] = {name: {"A": [], "B": []} for name in SCENARIOS}
+    scenarios = dict(SCENARIOS, **({PACED: paced(args.paced)} if args.paced else {}))
+    rates: dict[str, dict[str, list[float]]] = {name: {"A": [], "B": []} for name in scenarios}
+    cpu: dict[str, dict[str, list[float]]] = {name: {"A": [], "B": []} for name in scenarios}
     for round_number in range(1, args.rounds + 1):
         for tree in trees:
             print(f"round {round_number}, tree {tree.name} ({tree.source})", flush=True)
-            for scenario, measured in run_tree(options, tree, round_number, args.workers).items():
-                assert measured.result is not None
-                rates[scenario][tree.name].append(measured.result.good_rate)
+            measured_tree = run_tree(options, tree, round_number, args.workers, scenarios)
+            for scenario, measured in measured_tree.items():
+                result = measured.result
+                assert result is not None
+                figure = result.good_rate
+                if scenario == PACED:
+                    assert result.schedule is not None
+                    figure = result.schedule.p99_ms
+                rates[scenario][tree.name].append(figure)
                 cpu[scenario][tree.name].append(measured.cpu_us_per_request or 0.0)
     report(rates, cpu, args)
 
@@ -86,7 +101,7 @@ def seeded(options: Options, name: str, source: Path) -> Tree:
 
 
 def run_tree(
-    options: Options, tree: Tree, round_number: int, workers: int
+    options: Options, tree: Tree, round_number: int, workers: int, scenarios: dict[str, Load]
 ) -> dict[str, Measurement]:
     os.environ["PYTHONPATH"] = str(tree.source)  # the server, not this script, imports it
     server: Server = start_service(
@@ -100,7 +115,7 @@ def run_tree(
     try:
         warm_up(server, options)
         found = {}
-        for scenario, load in SCENARIOS.items():
+        for scenario, load in scenarios.items():
             if load.script == "create.lua":  # fresh ids each time: a repeat is no insert
                 base = 10**12 + (round_number * 2 + (tree.name == "B")) * 10**9
                 load = creates(base)
@@ -125,15 +140,19 @@ def report(
         "| scenario | A req/s (median) | B req/s (median) | B / A median [range] | CPU µs/req A → B |"
     )
     print("|---|---|---|---|---|")
-    for scenario in SCENARIOS:
+    for scenario in rates:
         a, b = rates[scenario]["A"], rates[scenario]["B"]
         ratios = [after / before for before, after in zip(a, b, strict=True) if before]
         cpu_a, cpu_b = statistics.median(cpu[scenario]["A"]), statistics.median(cpu[scenario]["B"])
+        unit = " ms p99" if scenario == PACED else ""
         print(
-            f"| {scenario} | {statistics.median(a):,.0f} | {statistics.median(b):,.0f} | "
+            f"| {scenario} | {statistics.median(a):,.2f}{unit} | {statistics.median(b):,.2f}{unit} | "
             f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}] | "
             f"{cpu_a:.0f} → {cpu_b:.0f} |"
         )
+    if PACED in rates:  # a tail moves much more from run to run than a rate: every round
+        by_round = {name: ", ".join(f"{p99:.2f}" for p99 in rates[PACED][name]) for name in "AB"}
+        print(f"\n{PACED}, p99 by round (ms): A {by_round['A']}; B {by_round['B']}")
 
 
 if __name__ == "__main__":
