@@ -84,7 +84,8 @@ class CombinedRounds:
         return max(result.p99_ms(load) for result in self.rounds)
 
     def longest_idle_s(self) -> float | None:
-        """The longest a zero-byte connection lived, in any round (None: none was closed)."""
+        """The longest a zero-byte connection lived, in any round (None: a round saw none
+        closed)."""
         found = [r.idle_summary.get("longest_s") for r in self.rounds]
         lived = [seconds for seconds in found if seconds is not None]
         return max(lived) if len(lived) == len(found) else None

@@ -311,7 +311,7 @@ def test_an_unreadable_message_hangs_up_on_its_sender_alone(tmp_path: Path) -> N
 def test_a_write_the_stopping_owner_never_read_is_made_by_the_next_owner(tmp_path: Path) -> None:
     """A write sent as the owner stops, after its last read, was not made: the owner says so
     as it hangs up, and the sender makes it with the next owner (itself, here) instead of
-    failing with 'went away' (two CLI commands side by side failed so, 1 in 50)."""
+    failing with 'went away', as two CLI commands run side by side sometimes did."""
     db = tmp_path / "machine.db"
     upgrade(f"sqlite:///{db}")
 
