@@ -102,7 +102,9 @@ async def main(mode: str, count: int) -> None:
         else:
             body = json.dumps({"id": next(ids), "name": "n", "tag": "t"}).encode()
             length = (b"content-length", str(len(body)).encode())
-            request = scope("POST", b"", [auth, (b"content-type", b"application/json"), length])
+            request = scope(
+                "POST", b"", [(b"host", b"x"), auth, (b"content-type", b"application/json"), length]
+            )
         messages = [{"type": "http.request", "body": body, "more_body": False}]
         status = 0
 
