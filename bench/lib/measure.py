@@ -16,6 +16,7 @@ from typing import Any
 
 from lib import pyspy
 from lib.procstat import (
+    context_switches,
     core_busy_seconds,
     cpu_list,
     cpu_seconds,
@@ -64,6 +65,7 @@ class Measurement:
     peak_rss_mb: float | None = None
     other_cpu_share: float | None = None  # of the server's cores, taken by anything else
     wrk_cpu_us_per_request: float | None = None
+    context_switches_per_request: float | None = None  # the server's threads, all processes
     postgres_cpu_us_per_request: float | None = None  # PostgreSQL's own processes, all of them
     pinned: bool = True
     stored_plants: int | None = None  # rows in the plants table, where it matters (paced list)
@@ -110,7 +112,9 @@ def measure(
     print(f"  {label} ...", flush=True)
     cores = cpu_list(options.server_cpus) if pinned and options.server_cpus else []
     wait_for_quiet(cores + (cpu_list(options.wrk_cpus) if pinned and options.wrk_cpus else []))
-    cpu_before, busy_before = cpu_seconds(process_tree(server.pid)), core_busy_seconds(cores)
+    tree_before = process_tree(server.pid)
+    cpu_before, busy_before = cpu_seconds(tree_before), core_busy_seconds(cores)
+    switches_before = context_switches(tree_before)
     postgres_before = cpu_seconds(pids_named("postgres"))
     wrk_before = _children_cpu_seconds()
     started = time.monotonic()
@@ -131,6 +135,7 @@ def measure(
     postgres_cpu = cpu_seconds(pids_named("postgres")) - postgres_before
     tree = process_tree(server.pid)
     cpu = cpu_seconds(tree) - cpu_before
+    switches = context_switches(tree) - switches_before
     others = core_busy_seconds(cores) - busy_before - cpu
     wall = (time.monotonic() - started) * len(cores)
     profiles = [] if profiler is None or stem is None else pyspy.finish(profiler, stem)
@@ -142,6 +147,7 @@ def measure(
         peak_rss_mb=peak_rss_mb(tree),
         other_cpu_share=max(0.0, others / wall) if wall else None,
         wrk_cpu_us_per_request=wrk_cpu * 1e6 / result.requests if result.requests else None,
+        context_switches_per_request=switches / result.requests if result.requests else None,
         postgres_cpu_us_per_request=(
             postgres_cpu * 1e6 / result.requests if result.requests and postgres_cpu else None
         ),

@@ -69,6 +69,28 @@ def cpu_seconds(pids: list[int]) -> float:
     return ticks / _TICKS_PER_SECOND
 
 
+def context_switches(pids: list[int]) -> int:
+    """Times the threads of these processes have left a CPU so far, waiting (for I/O, a lock,
+    a wake-up: voluntary) or pre-empted. Each hand-off between threads costs one or two, so
+    per request they show how much of a request's time goes to handing it on."""
+    switches = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(PROC / str(pid) / "task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                status = (PROC / str(pid) / "task" / task / "status").read_text()
+            except OSError:
+                continue  # the thread ended meanwhile
+            for line in status.splitlines():
+                name, _, value = line.partition(":")
+                if name.endswith("ctxt_switches"):  # voluntary_ and nonvoluntary_
+                    switches += int(value)
+    return switches
+
+
 def peak_rss_mb(pids: list[int]) -> float:
     """The largest VmHWM (peak resident set) among these processes, in MB."""
     return _largest_status_kb(pids, "VmHWM:") / 1024

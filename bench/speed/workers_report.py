@@ -28,6 +28,8 @@ COLUMNS = (
     ("p50 ms", 8),
     ("p99 ms", 8),
     ("CPU µs/req", 11),
+    ("cores", 6),
+    ("switches/req", 13),
     ("RSS MB", 7),
     ("non-2xx", 8),
     ("other%", 7),
@@ -75,8 +77,10 @@ def table(rows: list[WorkerRow]) -> str:
     """list 10, creates and the mix at one worker and at two, one line each."""
     lines = [
         "SQLite workers: one file seeded like the big one, `serve --workers N`; server and wrk "
-        "unpinned (they share the cores); other% over all cores; lock waits, their total time "
-        "and timeouts are this run's, from the server's metrics (one worker never waits)",
+        "unpinned (they share the cores); cores: the server's CPU time over the run's; "
+        "switches/req: its threads' context switches (hand-offs between threads and processes) "
+        "per request; other% over all cores; lock waits, their total time and timeouts are this "
+        "run's, from the server's metrics (one worker never waits)",
         _line([title for title, _ in COLUMNS], COLUMNS),
     ]
     for scenario, what in SCENARIOS:
@@ -97,12 +101,15 @@ def _cells(found: WorkerRow, what: str, versus: float | None) -> list[str]:
     if result is None:
         return [*head, "not run", *["-"] * (len(COLUMNS) - 3)]
     errors = f"{result.errors}" + (f"+{result.socket_errors}sock" if result.socket_errors else "")
+    switches = row.context_switches_per_request
     return [
         *head,
         f"{result.rate:,.0f}",
         f"{result.p50_ms:.2f}",
         f"{result.p99_ms:.2f}",
         f"{row.cpu_us_per_request:,.0f}" if row.cpu_us_per_request else "-",
+        _cores_used(row),
+        "-" if switches is None else f"{switches:.1f}",
         f"{row.peak_rss_mb:.0f}" if row.peak_rss_mb else "-",
         errors,
         "-" if row.other_cpu_share is None else f"{100 * row.other_cpu_share:.0f}%",
@@ -111,6 +118,14 @@ def _cells(found: WorkerRow, what: str, versus: float | None) -> list[str]:
         "-" if lock is None else f"{lock.timeouts:,}",
         "-" if versus is None or found.workers == 1 else f"{versus:.2f}x",
     ]
+
+
+def _cores_used(row: Measurement) -> str:
+    """How many cores the server kept busy: one worker may already use more than one (granian's
+    I/O thread, the writer), and what two cannot use is time spent waiting, not computing."""
+    if row.result is None or not row.cpu_us_per_request:
+        return "-"
+    return f"{row.cpu_us_per_request * row.result.rate / 1e6:.2f}"
 
 
 def ceiling_table(rows: list[WorkerRow]) -> str:
