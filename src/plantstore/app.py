@@ -171,6 +171,7 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
             await webhooks.close()
             await database.close()
             lines.flush()
+            metrics.TALLY.write()  # what the last 50 ms counted
 
     docs = DocsPage(encoder.encode(openapi_document(settings)))
     app = Starlette(

@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from plantstore import __version__
+from plantstore.ops.metrics import FLUSH_SECONDS
 from tests.conftest import (
     IssueToken,
     LiveServer,
@@ -103,6 +104,9 @@ class Instrumented:
     metrics_url: str
 
     def scrape(self) -> str:
+        """The sum the listener serves once the workers have written out what they hold (they
+        write every ``FLUSH_SECONDS``; this waits a few of those)."""
+        time.sleep(5 * FLUSH_SECONDS)
         answer = httpx.get(self.metrics_url, timeout=10)
         assert answer.status_code == 200
         assert answer.headers["content-type"].startswith("text/plain; version=")
