@@ -3,8 +3,8 @@
 Seeds a fresh SQLite file (1,000 users x 1,000 plants, plus the bench user's own), serves it
 with ``plantstore serve`` pinned to one core and drives it with wrk (32 connections, one
 thread) pinned to another: list 10, list 100, create, delete, an 80/10/10 mix, list 10 paced
-at half its flat-out rate, the same paced load on a small file, creates with group commit
-off. Then the peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI + sqlite3 and a
+at half its flat-out rate, the same paced load on a small file and on the bare reference app,
+creates with group commit off. Then the peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI + sqlite3 and a
 naive Starlette app, on the same pinning and data. The bare reference app under the same granian,
 measured before and after all that, is the ceiling rates are shown against. Then SQLite with
 ``--workers 1`` against ``--workers 2`` on one file, unpinned (speed/workers_phase.py), and the
@@ -51,6 +51,7 @@ from speed.phases import (
     group_commit_off,
     postgres,
     reference,
+    reference_paced,
     sqlite_main,
     sqlite_small,
     stages,
@@ -154,6 +155,7 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
     main_rows = sqlite_main(options, layout, url, token)
     rows += main_rows
     rows.append(sqlite_small(options, layout, half_rate(main_rows[0])))
+    rows.append(reference_paced(options, token, half_rate(main_rows[0])))
     rows.append(group_commit_off(options, url, token))
     sampled = None
     if not (args.profile or args.skip_stages):  # --profile samples the rows themselves

@@ -36,14 +36,18 @@ def start_service(
 
 # The bare reference app through each server interface granian offers.
 REFERENCE_APPS = {"asgi": "reference_app:create_app", "rsgi": "reference_rsgi:create_app"}
+ECHO_APP = "reference_app:create_echo_app"
 
 
-def start_reference(options: Options, token: str, interface: str = "asgi") -> Server:
-    """The bare reference app under the same granian, on the same core as the service."""
+def start_reference(
+    options: Options, token: str, interface: str = "asgi", *, echo: bool = False
+) -> Server:
+    """The bare reference app under the same granian, on the same core as the service;
+    ``echo``: its ASGI twin that returns X-Request-ID, for a paced run timed from the schedule."""
     granian = str(Path(sys.executable).parent / "granian")
     command = [granian, "--interface", interface, "--loop", options.reference_loop]
-    command += ["--factory", REFERENCE_APPS[interface]]
-    log = options.workdir / f"reference-{interface}.log"
+    command += ["--factory", ECHO_APP if echo else REFERENCE_APPS[interface]]
+    log = options.workdir / f"reference-{interface}{'-echo' if echo else ''}.log"
     process, url = launch(command, log, options.server_cpus, {}, ready_path=LIST_10, cwd=HERE)
     return Server(process, url, token)
 

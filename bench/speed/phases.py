@@ -44,6 +44,19 @@ def reference(options: Options, token: str, key: str, label: str) -> Measurement
         server.stop()
 
 
+def reference_paced(options: Options, token: str, rate: int) -> Measurement:
+    """The bare app at the paced list's rate: the tail granian and this machine allow there,
+    beside which the service's own tail can be read."""
+    server = start_reference(options, token, echo=True)
+    try:
+        warm_up(server, options)
+        row = measure(server, paced(rate), options, "ref_paced", "reference app, paced")
+        row.note = f"paced at {rate:,}/s, the rate of list 10 paced"
+        return row
+    finally:
+        server.stop()
+
+
 def sqlite_main(options: Options, layout: Layout, url: str, token: str) -> list[Measurement]:
     """Every flat-out scenario, plus list 10 paced at half its flat-out rate, on the big file."""
     stored = count_plants(sqlite_path(url))
