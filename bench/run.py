@@ -1,18 +1,18 @@
 """`make bench`: the service's throughput, latency, CPU and memory against its targets.
 
 Seeds a fresh SQLite file (1,000 users x 1,000 plants, plus the bench user's own), serves it
-with ``plantstore serve`` pinned to one core and drives it with wrk (32 connections, one
-thread) pinned to another: list 10, list 100, create, delete, an 80/10/10 mix, list 10 paced
-at half its flat-out rate, the same paced load on a small file and on the bare reference app,
-creates with group commit off. Then the peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI + sqlite3 and a
-naive Starlette app, on the same pinning and data. The bare reference app under the same granian,
-measured before and after all that, is the ceiling rates are shown against. Then SQLite with
-``--workers 1`` against ``--workers 2`` on one file, unpinned (speed/workers_phase.py), and the
-write ceiling of that file. Then list 10 with a JWT beside list 10 with a pst_ token, pinned
-(speed/jwt_phase.py). Then another user's paced latency with and without a purge of 10,000
-expired sandbox users x 100 plants running (speed/sandbox_phase.py). Then PostgreSQL with
-``--workers 2``, unpinned, and the PostgreSQL peers. Prints the tables and the targets; writes
-the same as JSON to bench/results/.
+with ``plantstore serve`` pinned to one core and drives it with wrk (32 connections, one thread)
+pinned to another: list 10, list 100, create, delete, an 80/10/10 mix, list 10 paced at half its
+flat-out rate, the same paced load on a small file and on the bare reference app, creates with
+group commit off. Then the peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI +
+sqlite3 and a naive Starlette app, on the same pinning and data. The bare reference app under
+the same granian, measured before and after all that, is the ceiling rates are shown against.
+Then SQLite with ``--workers 1`` against ``--workers 2`` on one file, unpinned
+(speed/workers_phase.py), and the write ceiling of that file. Then list 10 with a JWT beside
+list 10 with a pst_ token, pinned (speed/jwt_phase.py). Then another user's paced latency with
+and without a purge of 10,000 expired sandbox users x 100 plants running
+(speed/sandbox_phase.py). Then PostgreSQL with ``--workers 2``, unpinned, and the PostgreSQL
+peers. Prints the tables and the targets; writes the same as JSON to bench/results/.
 
     .venv/bin/python bench/run.py [--quick] [--seconds 10] [--skip-postgres] [--skip-peers]
                                   [--skip-workers] [--skip-jwt] [--skip-sandbox] [--skip-webhooks]

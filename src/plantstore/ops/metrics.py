@@ -9,9 +9,9 @@ In multiprocess mode every ``inc`` or ``observe`` takes a lock and writes an mma
 seven writes per request, a tenth of a list request's time. So requests note their samples
 in plain dicts (``Tally``), and the tally writes them, added up, ``FLUSH_SECONDS`` after the
 first of them: one write per series for all the requests of that time. Written once per pass
-of the event loop instead, they cost a request about 5 µs where the server is not saturated
-(a pass then answers one request or two). A scrape sees a request at most that late, as
-the access log does (``logs.JSONLines``); the app's shutdown writes what is left.
+of the event loop instead, they were still a write per series per request wherever the server
+is not saturated (a pass then answers one request or two). A scrape sees a request at most
+that late, as the access log is (``logs.JSONLines``); the app's shutdown writes what is left.
 """
 
 from __future__ import annotations
