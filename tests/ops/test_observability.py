@@ -104,13 +104,17 @@ class Instrumented:
     metrics_url: str
 
     def scrape(self) -> str:
-        """The sum the listener serves once the workers have written out what they hold (they
-        write every ``FLUSH_SECONDS``; this waits a few of those)."""
-        time.sleep(5 * FLUSH_SECONDS)
-        answer = httpx.get(self.metrics_url, timeout=10)
+        answer = settled_scrape(self.metrics_url)
         assert answer.status_code == 200
         assert answer.headers["content-type"].startswith("text/plain; version=")
         return answer.text
+
+
+def settled_scrape(metrics_url: str) -> httpx.Response:
+    """What the listener serves once the workers have written out what they hold (they write
+    every ``FLUSH_SECONDS``; this waits a few of those)."""
+    time.sleep(5 * FLUSH_SECONDS)
+    return httpx.get(metrics_url, timeout=10)
 
 
 @contextmanager
@@ -361,7 +365,7 @@ def test_metrics_are_served_on_the_shipped_default_address(tmp_path: Path) -> No
                 (host, int(port)),
             }
             httpx.get(f"{server.base_url}/plants", headers=bearer(server.token), timeout=10)
-            answer = httpx.get(f"http://{DEFAULT_METRICS_ADDRESS}/metrics", timeout=10)
+            answer = settled_scrape(f"http://{DEFAULT_METRICS_ADDRESS}/metrics")
         finally:
             stop_server(server)
     assert answer.status_code == 200
