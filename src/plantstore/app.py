@@ -41,6 +41,7 @@ from .http.keepalive import DrainUnreadBody
 from .http.machine_budget import MachineTable
 from .http.ratelimit import RateLimits
 from .http.responses import NO_ANSWER, encoder, error_response, unexpected_error_response
+from .http.rsgi import RSGIBridge
 from .openapi.docs_page import DocsPage
 from .openapi.document import build_document
 from .openapi.parts import Document, DocumentPart
@@ -107,6 +108,10 @@ def openapi_document(settings: Settings | None = None) -> Document:
 
 
 def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Observe:
+    return _create(settings, freeze_after_start=freeze_after_start)[0]
+
+
+def _create(settings: Settings, *, freeze_after_start: bool = False) -> tuple[Observe, _Features]:
     """Build the service for ``settings``; the database opens when the server starts it.
 
     ``freeze_after_start`` is for server processes: see ``_freeze_startup_objects``.
@@ -194,14 +199,27 @@ def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Obser
     )
     if settings.cors_origin_list:  # otherwise browsers keep their same-origin rule
         layers = ContractCORS(layers, allow_origins=settings.cors_origin_list)
-    return Observe(layers, access_log=access_log, state=app.state)
+    return Observe(layers, access_log=access_log, state=app.state), features
 
 
 def create_app_from_env() -> Observe:
-    """Factory for servers started by import string (granian workers, uvicorn --factory)."""
+    """ASGI factory for servers started by import string (uvicorn --factory, say)."""
     settings = load_settings()
     configure_logging(settings.log_level)
     return create_app(settings, freeze_after_start=True)
+
+
+def create_rsgi_app_from_env() -> RSGIBridge:
+    """The factory ``plantstore serve`` gives granian: the ASGI service over granian's RSGI,
+    with the list served natively (``http/rsgi.py``). With CORS on, every route goes through
+    the ASGI layers, where the CORS layer is."""
+    settings = load_settings()
+    configure_logging(settings.log_level)
+    observe, features = _create(settings, freeze_after_start=True)
+    native = {}
+    if not settings.cors_origin_list:
+        native[("GET", "/plants")] = observe.native(features.plants.list, "/plants")
+    return RSGIBridge(observe, native)
 
 
 def _freeze_startup_objects() -> None:

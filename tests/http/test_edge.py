@@ -203,6 +203,42 @@ def test_a_malformed_body_stores_nothing(server: LiveServer) -> None:
     assert after == before
 
 
+def test_a_whole_plant_in_a_body_that_broke_off_is_not_stored(server: LiveServer) -> None:
+    """The body holds a complete plant, but its client left before the length it declared:
+    the server sees the body end early, answers nobody (499) and stores nothing."""
+    request_id = "broke-off-after-a-whole-plant"
+    with connect(server) as sock:
+        sock.sendall(
+            f"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: 40\r\n"
+            f"X-Request-ID: {request_id}\r\n\r\n".encode()
+            + b'{"id": 78, "name": "Broken Fern"}'
+        )
+        time.sleep(0.3)
+    time.sleep(0.5)
+    [line] = [entry for entry in access_lines(server) if entry["request_id"] == request_id]
+    assert line["status"] == 499, line
+    with httpx.Client(base_url=server.base_url) as http:
+        plants = http.get("/plants", headers={"Authorization": f"Bearer {server.token}"}).json()
+    assert {"name": "Broken Fern"} not in plants
+
+
+def test_a_chunked_body_with_trailers_is_refused_and_stores_nothing(server: LiveServer) -> None:
+    """Trailers cannot be told from a broken body where the server reads it (docs/operating.md),
+    so a request body that carries them is refused as unreadable."""
+    status, _, body = exchange(
+        server,
+        f"POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.token}\r\n"
+        f"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        + b'22\r\n{"id": 79, "name": "Trailer Fern"}\r\n0\r\nX-Checksum: 1\r\n\r\n',
+    )
+    assert status == 400, body
+    assert "body" in json.loads(body)["message"]
+    with httpx.Client(base_url=server.base_url) as http:
+        plants = http.get("/plants", headers={"Authorization": f"Bearer {server.token}"}).json()
+    assert {"name": "Trailer Fern"} not in plants
+
+
 @pytest.mark.parametrize(
     "head",
     [

@@ -73,12 +73,13 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         MachineTable().share_with_workers()
     with _metrics(settings.metrics_listen, chosen=chosen_metrics), _duty(settings.workers):
         Granian(
-            "plantstore.app:create_app_from_env",
+            "plantstore.app:create_rsgi_app_from_env",
             factory=True,
             address=settings.host,
             port=settings.port,
             workers=settings.workers,
-            interface=Interfaces.ASGI,
+            interface=Interfaces.RSGI,  # the ASGI app over granian's own interface (rsgi.py)
+            websockets=False,  # none are served: an upgrade request is a plain request
             loop=Loops.uvloop,  # measured ahead of asyncio; rloop breaks asyncpg's transports
             # HTTP/1 only: the header deadline then runs from the accept (connections.py)
             http=HTTPModes.http1,

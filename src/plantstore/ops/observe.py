@@ -1,5 +1,6 @@
 """The outermost layer: a request id, the request metrics, one access-log line, the 500, and
-the 400 for a request that does not carry exactly one Host.
+the 400 for a request that does not carry exactly one Host. ``Observe.native`` gives a route
+served straight from granian's RSGI call (``http/rsgi.py``) the same.
 
 The request id is the caller's ``X-Request-ID`` when it is a short token of safe characters
 (so a proxy's id follows the request through), or else a fresh one; it is returned on the
@@ -18,12 +19,16 @@ import itertools
 import os
 import re
 import time
+from typing import Any
 
 from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..errors import PlantstoreError
+from ..http.dispatch import Handler
 from ..http.responses import error_response, unexpected_error_response
+from ..http.rsgi import NativeRoute, RSGIProtocol, RSGIScope, address, declared_length
 from ..http.scope import REQUEST_ID_KEY, ROUTE_KEY, USER_KEY
 from . import metrics
 from .logs import AccessLine, AccessLog
@@ -62,7 +67,9 @@ class Observe:
                 message["headers"] = [*message.get("headers", ()), id_header]
             await send(message)
 
-        good_host = hosts == 1 and (not empty_host or scope.get("http_version") in _HTTP_1_0)
+        # HTTP/1.0 needs no Host (RFC 9112 section 3.2); granian's ASGI hands it an empty one
+        http_1_0 = scope.get("http_version") in _HTTP_1_0
+        good_host = (hosts == 1 and (not empty_host or http_1_0)) or (hosts == 0 and http_1_0)
         app = self.app if good_host else _BAD_HOST
         self._tally.started()
         try:
@@ -78,6 +85,45 @@ class Observe:
             self._tally.finished()
             # 499, as nginx logs it: the client left before an answer could start.
             self._record(scope, status or CLIENT_CLOSED, time.perf_counter() - started)
+
+    def native(self, handler: Handler, route: str) -> NativeRoute:
+        """``handler`` (for a request without a body) served from granian's RSGI call as it
+        comes: the same request id, metrics, access line and error answers as through
+        ``__call__``, with no ASGI messages. A request with a body, or without exactly one
+        Host, is left to the ASGI layers (the native route answers False)."""
+
+        async def serve(rsgi: RSGIScope, protocol: RSGIProtocol) -> bool:
+            headers = rsgi.headers
+            if not headers.get("host") or declared_length(headers) != 0:
+                return False
+            hosts = [name for name, _ in headers.items() if name == "host"]
+            if len(hosts) != 1:
+                return False
+            started = time.perf_counter()
+            request_id = _native_request_id(headers.get("x-request-id"))
+            scope = _NativeScope(rsgi, request_id, route)
+            request = _NativeRequest(scope, headers)
+            status = CLIENT_CLOSED  # until there is an answer
+            self._tally.started()
+            try:
+                try:
+                    response = await handler(request)
+                except PlantstoreError as exc:
+                    response = error_response(exc.status, exc.message, exc.headers)
+                except Exception as exc:
+                    response = unexpected_error_response(request, exc)
+                status = response.status_code
+                answer = [
+                    (k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers
+                ]
+                answer.append(("x-request-id", request_id.decode("ascii")))
+                protocol.response_bytes(status, answer, bytes(response.body))
+            finally:
+                self._tally.finished()
+                self._record(scope, status, time.perf_counter() - started)
+            return True
+
+        return serve
 
     def _record(self, scope: Scope, status: int, seconds: float) -> None:
         route = _route_of(scope)
@@ -129,6 +175,56 @@ def _request_id_and_hosts(headers: list[tuple[bytes, bytes]]) -> tuple[bytes, in
     if request_id is None:
         request_id = b"%s%012x" % (_ID_PREFIX, next(_ID_COUNT))
     return request_id, hosts, empty_host
+
+
+def _native_request_id(sent: str | None) -> bytes:
+    if sent is not None:
+        value = sent.encode("latin-1", "replace")
+        if _SAFE_REQUEST_ID.fullmatch(value):
+            return value
+    return b"%s%012x" % (_ID_PREFIX, next(_ID_COUNT))
+
+
+class _NativeScope(dict[str, Any]):
+    """The ASGI scope a native route's handler reads, built from the RSGI one; its header
+    list is made only if something asks for it (a trusted proxy's X-Forwarded-For)."""
+
+    def __init__(self, rsgi: RSGIScope, request_id: bytes, route: str) -> None:
+        super().__init__(
+            type="http",
+            http_version=rsgi.http_version,
+            method=rsgi.method,
+            scheme=rsgi.scheme,
+            server=None,
+            client=address(rsgi.client),
+            root_path="",
+            path=rsgi.path,
+            query_string=rsgi.query_string.encode(),
+        )
+        self[REQUEST_ID_KEY] = request_id
+        self[ROUTE_KEY] = route
+        self._rsgi = rsgi
+
+    def __missing__(self, key: str) -> Any:
+        if key != "headers":
+            raise KeyError(key)
+        headers = [
+            (k.encode("latin-1"), v.encode("latin-1")) for k, v in self._rsgi.headers.items()
+        ]
+        self["headers"] = headers
+        return headers
+
+
+class _NativeRequest(Request):
+    """A Starlette request whose headers are read from granian's own map, unconverted."""
+
+    def __init__(self, scope: _NativeScope, headers: Any) -> None:
+        super().__init__(scope)
+        self._rsgi_headers = headers
+
+    @property
+    def headers(self) -> Any:
+        return self._rsgi_headers
 
 
 _HTTP_1_0 = ("1.0", "1")  # granian writes HTTP/1.0 as "1"
