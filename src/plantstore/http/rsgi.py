@@ -111,7 +111,6 @@ class RSGIBridge:
         await self._bridge(scope, protocol)
 
     async def _bridge(self, rsgi: RSGIScope, protocol: RSGIProtocol) -> None:
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in rsgi.headers.items()]
         scope: Scope = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -124,12 +123,17 @@ class RSGIBridge:
             "path": rsgi.path,
             "raw_path": rsgi.path.encode(),
             "query_string": rsgi.query_string.encode(),
-            "headers": headers,
+            "headers": asgi_headers(rsgi.headers),
             "state": self._lifespan.state.copy(),
         }
         body = _Body(protocol, declared_length(rsgi.headers))
         answer = _Answer(protocol)
         await self._app(scope, body.receive, answer.send)
+
+
+def asgi_headers(headers: RSGIHeaders) -> list[tuple[bytes, bytes]]:
+    """The headers as ASGI lists them (their values are visible ASCII under RSGI)."""
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
 
 def address(text: str) -> tuple[str, int] | None:

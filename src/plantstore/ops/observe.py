@@ -28,7 +28,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..errors import PlantstoreError
 from ..http.dispatch import Handler
 from ..http.responses import error_response, unexpected_error_response
-from ..http.rsgi import NativeRoute, RSGIProtocol, RSGIScope, address, declared_length
+from ..http.rsgi import (
+    NativeRoute,
+    RSGIProtocol,
+    RSGIScope,
+    address,
+    asgi_headers,
+    declared_length,
+)
 from ..http.scope import REQUEST_ID_KEY, ROUTE_KEY, USER_KEY
 from . import metrics
 from .logs import AccessLine, AccessLog
@@ -173,7 +180,7 @@ def _request_id_and_hosts(headers: list[tuple[bytes, bytes]]) -> tuple[bytes, in
         elif name == b"x-request-id" and request_id is None and _SAFE_REQUEST_ID.fullmatch(value):
             request_id = value
     if request_id is None:
-        request_id = b"%s%012x" % (_ID_PREFIX, next(_ID_COUNT))
+        request_id = _fresh_id()
     return request_id, hosts, empty_host
 
 
@@ -182,6 +189,10 @@ def _native_request_id(sent: str | None) -> bytes:
         value = sent.encode("latin-1", "replace")
         if _SAFE_REQUEST_ID.fullmatch(value):
             return value
+    return _fresh_id()
+
+
+def _fresh_id() -> bytes:
     return b"%s%012x" % (_ID_PREFIX, next(_ID_COUNT))
 
 
@@ -208,10 +219,7 @@ class _NativeScope(dict[str, Any]):
     def __missing__(self, key: str) -> Any:
         if key != "headers":
             raise KeyError(key)
-        headers = [
-            (k.encode("latin-1"), v.encode("latin-1")) for k, v in self._rsgi.headers.items()
-        ]
-        self["headers"] = headers
+        headers = self["headers"] = asgi_headers(self._rsgi.headers)
         return headers
 
 
