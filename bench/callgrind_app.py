@@ -7,9 +7,9 @@ requests is the cost of one request, start-up and import cancelled out:
     for n in 992 2976; do valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.$n \\
         .venv/bin/python bench/callgrind_app.py list $n; done   # "Collected" / 1,984
 
-The app is the one ``plantstore serve`` builds, as shipped (access log to a file, metrics in
-multiprocess mode, the rate limiter on at a rate never reached), on a fresh SQLite file whose
-user holds 20 plants; ``list`` is ``GET /plants?limit=10``, ``create`` a fresh durable create.
+The app is the ASGI stack ``plantstore serve`` builds, without the RSGI bridge in front, as
+shipped (access log to a file, metrics in multiprocess mode, the rate limiter on at a rate
+never reached), on a fresh SQLite file whose user holds 20 plants; ``list`` is ``GET /plants?limit=10``, ``create`` a fresh durable create.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from granian._granian import RSGIProtocolClosed as ProtocolClosed
@@ -136,6 +136,11 @@ def asgi_headers(headers: RSGIHeaders) -> list[tuple[bytes, bytes]]:
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
 
+def rsgi_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    """ASGI's header list as RSGI's answers take it."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+
+
 def address(text: str) -> tuple[str, int] | None:
     """``host:port`` (``[v6]:port``) as ASGI's pair; None for what is neither."""
     host, colon, port = text.rpartition(":")
@@ -227,9 +232,7 @@ class _Answer:
         kind = message["type"]
         if kind == _START:
             self._status = message["status"]
-            self._headers = [
-                (k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", ())
-            ]
+            self._headers = rsgi_headers(message.get("headers", ()))
             return
         if kind != _BODY:
             return

@@ -35,6 +35,7 @@ from ..http.rsgi import (
     address,
     asgi_headers,
     declared_length,
+    rsgi_headers,
 )
 from ..http.scope import REQUEST_ID_KEY, ROUTE_KEY, USER_KEY
 from . import metrics
@@ -101,10 +102,8 @@ class Observe:
 
         async def serve(rsgi: RSGIScope, protocol: RSGIProtocol) -> bool:
             headers = rsgi.headers
-            if not headers.get("host") or declared_length(headers) != 0:
-                return False
-            hosts = [name for name, _ in headers.items() if name == "host"]
-            if len(hosts) != 1:
+            hosts = [value for name, value in headers.items() if name == "host"]
+            if len(hosts) != 1 or not hosts[0] or declared_length(headers) != 0:
                 return False
             started = time.perf_counter()
             request_id = _native_request_id(headers.get("x-request-id"))
@@ -120,9 +119,7 @@ class Observe:
                 except Exception as exc:
                     response = unexpected_error_response(request, exc)
                 status = response.status_code
-                answer = [
-                    (k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers
-                ]
+                answer = rsgi_headers(response.raw_headers)
                 answer.append(("x-request-id", request_id.decode("ascii")))
                 protocol.response_bytes(status, answer, bytes(response.body))
             finally:
