@@ -96,7 +96,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--skip-stages", action="store_true", help="no py-spy run for where the time goes"
     )
     parser.add_argument(
-        "--peer-rounds", type=int, default=None, help="interleaved rounds of the peers (3)"
+        "--peer-rounds",
+        type=int,
+        default=None,
+        help="interleaved rounds of the peers and of the many-callers phase (3)",
     )
     parser.add_argument("--profile", action="store_true", help="py-spy during list 10, create")
     parser.add_argument(
@@ -184,8 +187,10 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
         sandbox = sandbox_purge(options, args.sandbox_users)
     callers_lines, callers_target = ["not run: --skip-callers"], None
     if not args.skip_callers:
-        print("SQLite, list 10 with one token, then 10,000 in rotation, pinned", flush=True)
-        callers = callers_phase(options, 1_000 if args.quick else 10_000)
+        print(
+            "SQLite, list 10 with one token, then 10,000 in rotation, in rounds, pinned", flush=True
+        )
+        callers = callers_phase(options, 1_000 if args.quick else 10_000, args.peer_rounds)
         callers_lines, callers_target = callers.summary(), callers.target()
     webhook_lines = ["not run: --skip-webhooks"]
     if not args.skip_webhooks:
