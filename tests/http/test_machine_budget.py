@@ -102,3 +102,27 @@ def test_a_worker_killed_holding_the_lock_wedges_nobody() -> None:
     assert asyncio.run(budget.spend("cd" * 32)) == 0.0
     assert STALE_LOCK_S <= time.monotonic() - started < STALE_LOCK_S + 1.0
     assert asyncio.run(budget.spend("cd" * 32)) > 0  # the lock works again: no wait, refused
+
+
+def test_keys_that_share_a_first_cell_keep_a_cell_each() -> None:
+    # Two cell keys (the first 64 bits) whose low 16 bits, and so their first cells, agree.
+    # The limit is never reached, so each budget is whole again at once and its cell free
+    # to take. Each must keep its own, not take the other's: that made every spend of both
+    # keys look its cell up afresh.
+    table = MachineTable()
+    budget = MachineBudget(table, "token", parse("1000000000/second"), hex_key)
+    first, second = "0000000000010001" + "ab" * 24, "0000000000020001" + "ab" * 24
+    looked_up: list[str] = []
+    look_up = budget._use
+
+    def counted(key: str, *, spend: bool) -> float:
+        looked_up.append(key)
+        return look_up(key, spend=spend)
+
+    budget._use = counted  # type: ignore[method-assign]
+
+    async def alternate() -> list[float]:
+        return [await budget.spend(key) for _ in range(50) for key in (first, second)]
+
+    assert asyncio.run(alternate()) == [0.0] * 100
+    assert looked_up == [first, second]  # found once each, then spent where it was

@@ -78,21 +78,24 @@ class MachineTable:
         )
 
     def find(self, kind: int, key: int, now: float) -> tuple[int, float]:
-        """The key's cell and its arrival time; for a new key, a free cell (or the one nearest
-        to whole) and ``now`` (a whole budget). Called with the lock held."""
+        """The key's cell and its arrival time; for a new key, a cell never used, else the one
+        used longest ago (whole, if any is), and ``now`` (a whole budget). Called with the
+        lock held.
+
+        A whole cell is free to take, but its key may still be in use: taking the first one
+        made two live keys that share a first cell take it from each other on every request,
+        each time finding its cell afresh: with many callers, a good share of all requests.
+        """
         base = kind * SLOTS
-        free = -1
         oldest, oldest_arrival = -1, float("inf")
         for probe in range(_PROBES):
             offset = (base + ((key + probe) & _MASK)) * _CELL.size
             held, arrival = _unpack(self.map, offset)
             if held == key:
                 return offset, arrival
-            if free < 0 and (held == 0 or arrival <= now):
-                free = offset
-            if arrival < oldest_arrival:
+            if arrival < oldest_arrival:  # an unused cell's is 0: older than any
                 oldest, oldest_arrival = offset, arrival
-        return (free if free >= 0 else oldest), now
+        return oldest, now
 
 
 class MachineBudget:
