@@ -157,9 +157,10 @@ def parse_limit(raw: str | None, page_cap: int) -> int:
     """Return how many items to answer: ``min(limit, page_cap)``, the cap when absent."""
     if raw is None:
         return page_cap
-    if not (raw.isascii() and raw.isdigit()) or whole_number(raw) > INT32_MAX:
+    limit = whole_number(raw) if raw.isascii() and raw.isdigit() else -1
+    if not 0 <= limit <= INT32_MAX:
         raise BadRequest(f"query parameter 'limit' must be a whole number from 0 to {INT32_MAX}")
-    return min(whole_number(raw), page_cap)
+    return min(limit, page_cap)
 
 
 def parse_path_id(raw: str, name: str = "id") -> int:

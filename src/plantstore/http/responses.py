@@ -22,6 +22,7 @@ _JSON_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"content-type", b"application/json"),
 ]
+_JSON_HEADERS_TEXT = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in _JSON_HEADERS]
 
 
 class JSONBytes(Response):
@@ -39,10 +40,35 @@ class JSONBytes(Response):
         self.status_code = status_code
         self.background = None
         self.body = body
-        raw = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
-        if headers:
-            raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-        self.raw_headers = raw
+        self._extra = headers
+        self._raw: list[tuple[bytes, bytes]] | None = None
+
+    @property  # Starlette's is a plain attribute
+    def raw_headers(self) -> list[tuple[bytes, bytes]]:
+        """Built when first asked for: an answer served over RSGI asks for text instead."""
+        if self._raw is None:
+            raw = [*_JSON_HEADERS, (b"content-length", b"%d" % len(self.body))]
+            if self._extra:
+                raw += [
+                    (k.lower().encode("latin-1"), v.encode("latin-1"))
+                    for k, v in self._extra.items()
+                ]
+            self._raw = raw
+        return self._raw
+
+    @raw_headers.setter
+    def raw_headers(self, value: list[tuple[bytes, bytes]]) -> None:
+        self._raw = value
+
+    def text_headers(self) -> list[tuple[str, str]]:
+        """The headers as text, as granian's RSGI answer takes them: made from text, unless
+        the list of bytes was made (and perhaps changed) already."""
+        if self._raw is not None:
+            return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._raw]
+        text = [*_JSON_HEADERS_TEXT, ("content-length", str(len(self.body)))]
+        if self._extra:
+            text += [(k.lower(), v) for k, v in self._extra.items()]
+        return text
 
 
 class _NoAnswer(Response):

@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import PlantstoreError
 from ..http.dispatch import Handler
-from ..http.responses import error_response, unexpected_error_response
+from ..http.responses import JSONBytes, error_response, unexpected_error_response
 from ..http.rsgi import (
     NativeRoute,
     RSGIProtocol,
@@ -102,7 +102,7 @@ class Observe:
 
         async def serve(rsgi: RSGIScope, protocol: RSGIProtocol) -> bool:
             headers = rsgi.headers
-            hosts = [value for name, value in headers.items() if name == "host"]
+            hosts = headers.get_all("host")
             if len(hosts) != 1 or not hosts[0] or declared_length(headers) != 0:
                 return False
             started = time.perf_counter()
@@ -119,7 +119,10 @@ class Observe:
                 except Exception as exc:
                     response = unexpected_error_response(request, exc)
                 status = response.status_code
-                answer = rsgi_headers(response.raw_headers)
+                if isinstance(response, JSONBytes):
+                    answer = response.text_headers()
+                else:
+                    answer = rsgi_headers(response.raw_headers)
                 answer.append(("x-request-id", request_id.decode("ascii")))
                 protocol.response_bytes(status, answer, bytes(response.body))
             finally:

@@ -4,6 +4,7 @@ group-commit writer (the writer is alone, so a quota it reads cannot change unde
 from __future__ import annotations
 
 import sqlite3
+from itertools import starmap
 
 from ..db.sqlite.database import SQLiteDatabase, unavailable_if_busy
 from .store import CreateOutcome, PlantRecord
@@ -36,7 +37,7 @@ class SQLitePlants:
                 rows = reader.execute(_LIST_FIRST, (user_id, limit))
             else:
                 rows = reader.execute(_LIST_AFTER, (user_id, after_id, limit))
-            return [PlantRecord(*row) for row in rows]
+            return list(starmap(PlantRecord, rows))
         except sqlite3.OperationalError as exc:
             raise unavailable_if_busy(exc) from exc
 
