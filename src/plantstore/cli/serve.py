@@ -125,17 +125,37 @@ def _stop_signals_end_a_starting_worker() -> None:
 
 
 _PR_SET_PDEATHSIG = 1
+# What the kernel sends a worker when its supervisor dies. Not SIGTERM itself: every thread
+# of the worker inherits the setting and the kernel signals the worker once per thread, and
+# granian's SIGTERM handler, called a third time while its stop is under way, blocks the
+# worker's main thread for good. This one is turned into a single SIGTERM.
+PARENT_DEATH_SIGNAL = signal.SIGUSR1
 
 
 def _stop_when_the_supervisor_dies() -> None:
-    """Have the kernel send this worker SIGTERM if its supervisor dies (SIGKILLed, say): an
-    orphaned worker would serve on, holding the port its restarted service needs. SIGTERM is
-    the graceful stop: requests in flight finish and every acknowledged write stays. (Linux;
-    granian forks its workers on its main thread, whose end is what the kernel watches.)"""
+    """Have the kernel signal this worker if its supervisor dies (SIGKILLed, say), and stop
+    on it as on SIGTERM, the graceful stop: an orphaned worker would serve on, holding the
+    port its restarted service needs, while requests in flight finish and every acknowledged
+    write stays. (Linux; granian forks its workers on its main thread, whose end is what
+    the kernel watches.)"""
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # this process's own libc
-    if prctl is None or prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+    if prctl is None:
         return  # not Linux: an orphan serves on until stopped, as before
+    signal.signal(PARENT_DEATH_SIGNAL, _supervisor_died)
+    if prctl(_PR_SET_PDEATHSIG, int(PARENT_DEATH_SIGNAL), 0, 0, 0) != 0:
+        return
     if os.getppid() != _SUPERVISOR_PID:  # it died before the kernel was told
+        _supervisor_died()
+
+
+_stopping_for_the_supervisor = False
+
+
+def _supervisor_died(signum: int = 0, frame: object = None) -> None:
+    """The parent-death signal, however many times it comes: one SIGTERM to this worker."""
+    global _stopping_for_the_supervisor
+    if not _stopping_for_the_supervisor:
+        _stopping_for_the_supervisor = True
         os.kill(os.getpid(), signal.SIGTERM)
 
 
