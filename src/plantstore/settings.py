@@ -207,10 +207,10 @@ class Settings(BaseSettings):
 def default_workers() -> int:
     """One worker per core this process may run on, at most 8.
 
-    Measured (bench/README.md): reads scale with workers (list 10 1.46 times with two on two cores
-    shared with the load), writes do not (one SQLite file has one write lock: creates 0.91 times),
-    and each worker holds about 57 MB; eight cover the read-heavy case without flooding a
-    large machine with processes.
+    Reads scale with workers; writes gain less, since every worker's go through the machine's
+    one writer; and each worker is a process with its own memory (the workers rows and the
+    peak RSS of bench/README.md). Eight cover the read-heavy case without flooding a large
+    machine with processes.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(8, cores or 1))
