@@ -11,7 +11,6 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..errors import Error
-from .rsgi import rsgi_headers
 from .scope import REQUEST_ID_KEY
 
 log = logging.getLogger("plantstore.app")
@@ -65,7 +64,7 @@ class JSONBytes(Response):
         """The headers as text, as granian's RSGI answer takes them: made from text, unless
         the list of bytes was made (and perhaps changed) already."""
         if self._raw is not None:
-            return rsgi_headers(self._raw)
+            return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._raw]
         text = [*_JSON_HEADERS_TEXT, ("content-length", str(len(self.body)))]
         if self._extra:
             text += [(k.lower(), v) for k, v in self._extra.items()]
