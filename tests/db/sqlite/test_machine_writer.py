@@ -352,3 +352,32 @@ def test_a_write_the_stopping_owner_never_read_is_made_by_the_next_owner(tmp_pat
 def _answer_of_the_owner(conn: object, value: int) -> int:
     """A write sent from a process that does not own the writer (module-level: it pickles)."""
     return value + 1
+
+
+def test_a_write_sent_after_the_owner_said_goodbye_is_made_by_the_next_owner(
+    tmp_path: Path,
+) -> None:
+    """A process that sends its first write after the owner has said goodbye and hung up (a CLI
+    command slow to start, beside another that finished) finds the socket closed as it sends:
+    the goodbye still waits unread, and it makes the write with the next owner instead of
+    failing with 'went away'."""
+    db = tmp_path / "machine.db"
+    upgrade(f"sqlite:///{db}")
+
+    async def scenario() -> tuple[object, bool]:
+        owning, other = SQLiteDatabase(db), SQLiteDatabase(db)
+        await owning.open()
+        await other.open()
+        try:
+            assert other.writer.engine is None
+            owning.writer.stop()  # goodbye and hang up, with no turn of this loop meanwhile
+            # awaited in this task: a task of its own would give the loop a turn to read first
+            answer = await other.writer.submit(_answer_of_the_owner, 41)
+            return answer, other.writer.engine is not None
+        finally:
+            await other.close()
+            await owning.close()
+
+    answer, other_owns = asyncio.run(scenario())
+    assert answer == 42
+    assert other_owns

@@ -184,6 +184,7 @@ class MachineWriter:
         with self._owning:
             self._stopping = True
         engine, service = self._engine, self._service
+        self._engine = self._service = None  # a second stop has nothing left to do
         if engine is not None and service is not None:
             service.stop_taking()
             if engine.alive:

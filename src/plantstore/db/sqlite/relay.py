@@ -255,8 +255,11 @@ class _Connection(asyncio.Protocol):
     answered within ``patience`` seconds (an owner stopped, or stuck) is a 503; a sweep every
     ``SWEEP_S`` finds them, rather than a timer for each write."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, patience: float) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, patience: float, sock: socket.socket
+    ) -> None:
         self.loop = loop
+        self._sock = sock  # open until connection_lost returns
         self.pending: dict[int, tuple[asyncio.Future[Any], float]] = {}  # and when it was sent
         self.lost = False
         self.handed_over = False  # the owner said goodbye: what is unanswered was not taken
@@ -310,6 +313,8 @@ class _Connection(asyncio.Protocol):
                     future.set_exception(error)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:  # a send found the owner gone: what it sent first may be unread
+            self._read_the_rest()
         self.lost = True
         if self._sweeper is not None:
             self._sweeper.cancel()
@@ -318,6 +323,13 @@ class _Connection(asyncio.Protocol):
         for future, _ in pending.values():
             if not future.done():
                 future.set_exception(gone())
+
+    def _read_the_rest(self) -> None:
+        """Read what the owner sent before it hung up: a send that fails stops the transport
+        reading, and the answers and goodbye waiting unread would otherwise be lost."""
+        with contextlib.suppress(OSError):  # BlockingIOError: all read; or already closed
+            while data := self._sock.recv(_READ_SIZE):
+                self.data_received(data)
 
     def close(self) -> None:
         if self._transport is not None:
@@ -360,7 +372,7 @@ class RemoteWriter:
             )
         try:
             _, made = await loop.create_unix_connection(
-                lambda: _Connection(loop, self._patience), sock=sock
+                lambda: _Connection(loop, self._patience, sock), sock=sock
             )
         except OSError as exc:
             sock.close()
