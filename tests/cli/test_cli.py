@@ -46,6 +46,9 @@ def invoke(db_url: str, *args: str) -> Result:
     return CliRunner().invoke(main, ["--database", db_url, *args])
 
 
+IMPORT_TIMES = {"PYTHONPROFILEIMPORTTIME": "1"}  # each module imported, on stderr
+
+
 def plantstore(
     *args: str,
     env: dict[str, str] | None = None,
@@ -101,6 +104,16 @@ def test_token_create_on_the_real_command_line(db_url: str) -> None:
     last = result.stdout.rstrip("\n").splitlines()[-1]
     assert TOKEN_LINE.fullmatch(last), repr(last)
     assert "pst_" not in result.stderr
+
+
+def test_a_command_starts_without_the_servers_runtime(db_url: str) -> None:
+    """Only ``serve`` needs granian, the server's runtime: loading it would add its import
+    time to every command an operator or a script runs."""
+    result = plantstore("--database", db_url, "token", "create", "alice", env=IMPORT_TIMES)
+    assert result.returncode == 0, result.stderr
+    imported = [line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()]
+    assert "plantstore.auth.cli" in imported  # the import times were written
+    assert not [name for name in imported if name.split(".")[0] == "granian"]
 
 
 def test_two_creates_give_different_tokens(db_url: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 from starlette.requests import Request
@@ -64,11 +64,16 @@ class JSONBytes(Response):
         """The headers as text, as granian's RSGI answer takes them: made from text, unless
         the list of bytes was made (and perhaps changed) already."""
         if self._raw is not None:
-            return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._raw]
+            return rsgi_headers(self._raw)
         text = [*_JSON_HEADERS_TEXT, ("content-length", str(len(self.body)))]
         if self._extra:
             text += [(k.lower(), v) for k, v in self._extra.items()]
         return text
+
+
+def rsgi_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    """ASGI's header list as granian's RSGI answers take it."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
 
 
 class _NoAnswer(Response):

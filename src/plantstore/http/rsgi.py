@@ -23,13 +23,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from granian._granian import RSGIProtocolClosed as ProtocolClosed
 from granian._granian import RSGIProtocolError as ProtocolError
 from granian.asgi import LifespanProtocol
 from starlette.types import ASGIApp, Message, Scope
+
+from .responses import rsgi_headers
 
 log = logging.getLogger("plantstore.app")
 
@@ -136,11 +138,6 @@ class RSGIBridge:
 def asgi_headers(headers: RSGIHeaders) -> list[tuple[bytes, bytes]]:
     """The headers as ASGI lists them (their values are visible ASCII under RSGI)."""
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-
-
-def rsgi_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    """ASGI's header list as RSGI's answers take it."""
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
 
 
 def address(text: str) -> tuple[str, int] | None:

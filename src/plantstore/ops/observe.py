@@ -27,7 +27,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import PlantstoreError
 from ..http.dispatch import Handler
-from ..http.responses import JSONBytes, error_response, unexpected_error_response
+from ..http.responses import (
+    JSONBytes,
+    error_response,
+    rsgi_headers,
+    unexpected_error_response,
+)
 from ..http.rsgi import (
     NativeRoute,
     RSGIProtocol,
@@ -35,7 +40,6 @@ from ..http.rsgi import (
     address,
     asgi_headers,
     declared_length,
-    rsgi_headers,
 )
 from ..http.scope import REQUEST_ID_KEY, ROUTE_KEY, USER_KEY
 from . import metrics
