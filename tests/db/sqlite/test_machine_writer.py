@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -322,62 +323,61 @@ def test_an_unreadable_message_hangs_up_on_its_sender_alone(tmp_path: Path) -> N
 def test_a_write_the_stopping_owner_never_read_is_made_by_the_next_owner(tmp_path: Path) -> None:
     """A write sent as the owner stops, after its last read, was not made: the owner says so
     as it hangs up, and the sender makes it with the next owner (itself, here) instead of
-    failing with 'went away', as two CLI commands run side by side sometimes did."""
-    db = tmp_path / "machine.db"
-    upgrade(f"sqlite:///{db}")
+    failing with 'went away'."""
 
-    async def scenario() -> tuple[object, bool]:
-        owning, other = SQLiteDatabase(db), SQLiteDatabase(db)
-        await owning.open()
-        await other.open()
-        try:
-            service = owning.writer._service
-            assert service is not None
-            assert other.writer.engine is None
-            service.stop_taking()  # the owner reads nothing more
-            sent = asyncio.ensure_future(other.writer.submit(_answer_of_the_owner, 41))
-            await asyncio.sleep(0.1)
-            assert not sent.done()  # sent, and never read
-            await owning.close()
-            answer = await asyncio.wait_for(sent, 10)
-            return answer, other.writer.engine is not None
-        finally:
-            await other.close()
+    async def send_as_the_owner_stops(owning: SQLiteDatabase, other: SQLiteDatabase) -> object:
+        service = owning.writer._service
+        assert service is not None
+        service.stop_taking()  # the owner reads nothing more
+        sent = asyncio.ensure_future(other.writer.submit(_answer_of_the_owner, 41))
+        await asyncio.sleep(0.1)
+        assert not sent.done()  # sent, and never read
+        await owning.close()
+        return await asyncio.wait_for(sent, 10)
 
-    answer, other_owns = asyncio.run(scenario())
-    assert answer == 42
-    assert other_owns
-
-
-def _answer_of_the_owner(conn: object, value: int) -> int:
-    """A write sent from a process that does not own the writer (module-level: it pickles)."""
-    return value + 1
+    assert made_by_the_next_owner(tmp_path / "machine.db", send_as_the_owner_stops) == 42
 
 
 def test_a_write_sent_after_the_owner_said_goodbye_is_made_by_the_next_owner(
     tmp_path: Path,
 ) -> None:
     """A process that sends its first write after the owner has said goodbye and hung up (a CLI
-    command slow to start, beside another that finished) finds the socket closed as it sends:
-    the goodbye still waits unread, and it makes the write with the next owner instead of
-    failing with 'went away'."""
-    db = tmp_path / "machine.db"
+    command slow to start, beside another that finished, as two run side by side sometimes
+    did) finds the socket closed as it sends: the goodbye still waits unread, and it makes the
+    write with the next owner instead of failing with 'went away'."""
+
+    async def send_as_the_owner_stops(owning: SQLiteDatabase, other: SQLiteDatabase) -> object:
+        owning.writer.stop()  # goodbye and hang up, with no turn of this loop meanwhile
+        # awaited in this task: a task of its own would give the loop a turn to read first
+        return await other.writer.submit(_answer_of_the_owner, 41)
+
+    assert made_by_the_next_owner(tmp_path / "machine.db", send_as_the_owner_stops) == 42
+
+
+def made_by_the_next_owner(
+    db: Path, send_as_the_owner_stops: Callable[[SQLiteDatabase, SQLiteDatabase], Awaitable[object]]
+) -> object:
+    """The answer to a write another process sends as the owner stops; that process must have
+    made it as the next owner."""
     upgrade(f"sqlite:///{db}")
 
-    async def scenario() -> tuple[object, bool]:
+    async def scenario() -> object:
         owning, other = SQLiteDatabase(db), SQLiteDatabase(db)
         await owning.open()
         await other.open()
         try:
+            assert owning.writer.engine is not None
             assert other.writer.engine is None
-            owning.writer.stop()  # goodbye and hang up, with no turn of this loop meanwhile
-            # awaited in this task: a task of its own would give the loop a turn to read first
-            answer = await other.writer.submit(_answer_of_the_owner, 41)
-            return answer, other.writer.engine is not None
+            answer = await send_as_the_owner_stops(owning, other)
+            assert other.writer.engine is not None
+            return answer
         finally:
             await other.close()
             await owning.close()
 
-    answer, other_owns = asyncio.run(scenario())
-    assert answer == 42
-    assert other_owns
+    return asyncio.run(scenario())
+
+
+def _answer_of_the_owner(conn: object, value: int) -> int:
+    """A write sent from a process that does not own the writer (module-level: it pickles)."""
+    return value + 1
