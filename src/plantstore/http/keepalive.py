@@ -13,7 +13,7 @@ import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .parsing import whole_number
+from .parsing import body_length
 
 
 class DrainUnreadBody:
@@ -74,10 +74,10 @@ class DrainUnreadBody:
 
 def _declared_body_length(scope: Scope) -> int | None:
     """The Content-Length, 0 when the request has no body, None when chunked or unclear."""
-    length: int | None = 0
+    length = None
     for name, value in scope["headers"]:
         if name == b"content-length":
-            length = whole_number(value.decode("latin-1")) if value.isdigit() else None
+            length = value.decode("latin-1")
         elif name == b"transfer-encoding":
             return None
-    return length
+    return body_length(length, chunked=False)

@@ -36,6 +36,18 @@ def whole_number(digits: str) -> int:
     return int(significant or "0") if len(significant) <= 20 else _BEYOND_ANY_LIMIT
 
 
+def body_length(content_length: str | None, chunked: bool) -> int | None:
+    """The body length a request's headers declare: 0 when they declare no body, None when it
+    is chunked or its Content-Length is not a number (granian's ASGI and RSGI headers alike)."""
+    if chunked:
+        return None
+    if content_length is None:
+        return 0
+    if content_length.isascii() and content_length.isdigit():
+        return whole_number(content_length)
+    return None
+
+
 def check_content_type(value: str | None) -> None:
     """Accept ``application/json``, optionally with ``charset=utf-8``; anything else is a 415."""
     media_type, *params = (part.strip(_OWS) for part in (value or "").split(";"))

@@ -31,6 +31,7 @@ from granian._granian import RSGIProtocolError as ProtocolError
 from granian.asgi import LifespanProtocol
 from starlette.types import ASGIApp, Message, Scope
 
+from .parsing import body_length
 from .responses import rsgi_headers
 
 log = logging.getLogger("plantstore.app")
@@ -150,12 +151,7 @@ def address(text: str) -> tuple[str, int] | None:
 
 def declared_length(headers: RSGIHeaders) -> int | None:
     """The body's Content-Length; 0 when there is no body, None when it is chunked or unclear."""
-    if "transfer-encoding" in headers:
-        return None
-    length = headers.get("content-length")
-    if length is None:
-        return 0
-    return int(length) if length.isdigit() else None
+    return body_length(headers.get("content-length"), "transfer-encoding" in headers)
 
 
 class _Body:
