@@ -221,6 +221,9 @@ def targets(rows: list[WorkerRow]) -> list[Target]:
         room = cores_allow(one.row)
         if room is not None:
             rates += f"; the cores allow about {room:.2f}x"
+        costs = (one.row.cpu_us_per_request, two.row.cpu_us_per_request)
+        if all(costs):  # what eats into that room: each request's cost with two workers
+            rates += f"; server CPU a request {costs[0]:.0f} µs with 1, {costs[1]:.0f} with 2"
         found.append(
             Target(
                 name,
