@@ -327,9 +327,13 @@ class _Connection(asyncio.Protocol):
     def _read_the_rest(self) -> None:
         """Read what the owner sent before it hung up: a send that fails stops the transport
         reading, and the answers and goodbye waiting unread would otherwise be lost."""
-        with contextlib.suppress(OSError):  # BlockingIOError: all read; or already closed
+        try:
             while data := self._sock.recv(_READ_SIZE):
                 self.data_received(data)
+        except OSError:
+            pass  # BlockingIOError: all is read; or the socket is closed already
+        except Exception:  # an answer that does not unpickle: what is unanswered stays so
+            log.exception("the last answers of the database's writer could not be read")
 
     def close(self) -> None:
         if self._transport is not None:
