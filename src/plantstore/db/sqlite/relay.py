@@ -1,9 +1,9 @@
 """Carrying writes between the processes of a machine and the one that owns the writer.
 
 A write is a module-level function, its arguments and two flags; it travels pickled (a function
-pickles as its module and name) over a Unix socket in the abstract namespace, which vanishes
-with the process that holds it. Each message is a 4-byte length and a pickle. The owner
-answers each process's writes of a commit in one message: numbers, results and errors.
+pickles as its module and name, ``wire.py``) over a Unix socket in the abstract namespace,
+which vanishes with the process that holds it. The owner answers each process's writes of a
+commit in one message: numbers, results and errors.
 
 ``Service`` is the owner's side: a thread that reads every other process's writes and queues
 them on the owner's ``Writer``. ``RemoteWriter`` is the other side, on an event loop: one
@@ -26,22 +26,18 @@ import contextlib
 import itertools
 import logging
 import os
-import pickle
 import selectors
 import socket
-import struct
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from ...errors import StoreUnavailable
+from .wire import Frames, frame, portable, same_user
 from .writer import WriteFn, Writer
 
 log = logging.getLogger(__name__)
 
-_LENGTH = struct.Struct("!I")
 _READ_SIZE = 256 * 1024
-_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 SWEEP_S = 0.5
 SEND_TIMEOUT_S = 2.0  # an owner gives up on a process that stops reading its answers
 Answer = tuple[int, Any, BaseException | None]  # a write's number, its result or its error
@@ -63,52 +59,6 @@ def write_not_taken() -> WriteNotTaken:
     return WriteNotTaken(_GONE)
 
 
-def frame(message: object) -> bytes:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _LENGTH.pack(len(data)) + data
-
-
-class Frames:
-    """Splits a byte stream into the messages ``frame`` made."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-
-    def feed(self, data: bytes) -> Iterator[Any]:
-        buffer = self._buffer
-        buffer += data
-        start = 0
-        while len(buffer) - start >= 4:
-            (size,) = _LENGTH.unpack_from(buffer, start)
-            end = start + 4 + size
-            if end > len(buffer):
-                break
-            yield pickle.loads(memoryview(buffer)[start + 4 : end])  # noqa: S301 (same user)
-            start = end
-        del buffer[:start]
-
-
-def same_user(sock: socket.socket) -> bool:
-    """Whether the process at the other end runs as this process's user."""
-    credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size)
-    _, uid, _ = _CREDENTIALS.unpack(credentials)
-    return bool(uid == os.geteuid())
-
-
-def _portable(error: BaseException | None) -> BaseException | None:
-    """An error as the other process can unpickle it: a 503 stays a 503, and one that would
-    not travel whole goes as what it says."""
-    if error is None:
-        return None
-    if isinstance(error, StoreUnavailable):
-        return StoreUnavailable(error.message)
-    try:
-        pickle.loads(pickle.dumps(error))  # noqa: S301 (our own object)
-    except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
-    return error
-
-
 class _Peer:
     """Another process, as the owner sees it: where its writes' answers go."""
 
@@ -121,7 +71,7 @@ class _Peer:
 
     def send(self, answers: list[Answer]) -> None:
         if any(error is not None for _, _, error in answers):  # rare: made to travel
-            answers = [(n, result, _portable(error)) for n, result, error in answers]
+            answers = [(n, result, portable(error)) for n, result, error in answers]
         try:
             data = frame(answers)
         except Exception as exc:  # a result that does not pickle: a fault of ours
