@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import hashlib
+import hmac
 import re
+import struct
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, quote, urljoin, urlsplit
@@ -12,8 +17,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from plantstore.app import create_app
+from plantstore.auth.tokens import hash_token
 from plantstore.settings import Settings
 from tests.conftest import IssueToken, assert_error, bearer
+from tests.stores import Stores
 
 Headers = dict[str, str]
 
@@ -441,6 +448,35 @@ def test_cursor_stays_valid_across_restarts(settings: Settings, alice: Headers) 
         page = get_list(second, target, alice)
         assert page.json() == expected([3, 4])
         assert "link" not in page.headers
+
+
+def test_a_cursor_of_the_former_hmac_format_is_honoured(
+    client: TestClient, settings: Settings, alice: Headers, bob: Headers
+) -> None:
+    """Cursors were once signed with HMAC-SHA256: a client paging through the upgrade to
+    keyed BLAKE2b goes on. Built here as that release built them, with the database's key."""
+    for plant_id in [1, 2, 3, 4]:
+        create(client, alice, plant_id)
+
+    async def key_and_user() -> tuple[bytes, int]:
+        stores = Stores(settings)
+        await stores.open()
+        try:
+            record = await stores.tokens.find_token(hash_token(alice["Authorization"][7:]))
+            assert record is not None
+            return await stores.plants.cursor_key(), record.user_id
+        finally:
+            await stores.close()
+
+    key, user_id = asyncio.run(key_and_user())
+    body = struct.pack(">q", 2)
+    signed = b"plantstore-cursor-v1" + struct.pack(">q", user_id) + body
+    mac = hmac.new(key, signed, hashlib.sha256).digest()[:16]
+    former = base64.urlsafe_b64encode(body + mac).decode("ascii").rstrip("=")
+    assert former != cursor_of(get_list(client, "/plants?limit=2", alice))  # not today's
+    page = get_list(client, f"/plants?limit=2&cursor={former}", alice)
+    assert page.json() == expected([3, 4])
+    assert_error(client.get(f"/plants?limit=2&cursor={former}", headers=bob), 400, "cursor")
 
 
 def test_keyset_paging_survives_creates_and_deletes(client: TestClient, alice: Headers) -> None:
