@@ -29,7 +29,8 @@ class CursorCodec:
     """Sign and check paging cursors bound to one user."""
 
     def __init__(self, key: bytes) -> None:
-        # Keyed once; each MAC copies this state (0.6 µs a cursor, against 1.5 for the HMAC).
+        # Keyed once; each MAC copies the keyed state rather than keying again. BLAKE2b's keyed
+        # mode is a MAC in one pass, where HMAC-SHA256 hashes twice.
         self._keyed = hashlib.blake2b(key=key, digest_size=_MAC_BYTES, person=b"plantstore-cur2")
         self._keyed_hmac = hmac.new(key, digestmod=hashlib.sha256)
 
