@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import httpx
 import httpx2
 import pytest
 from starlette.testclient import TestClient
 
+from plantstore.settings import Settings
 from tests.conftest import IssueToken, LiveServer, bearer, run_cli, token_from_output
+from tests.ops.test_observability import instrumented, sample
+
+TOKEN_CACHE_SECONDS = Settings.model_fields["token_cache_seconds"].default
 
 CHALLENGE = 'Bearer realm="plantstore"'
 INVALID_TOKEN = 'Bearer realm="plantstore", error="invalid_token"'
@@ -314,6 +319,25 @@ def test_revocation_bites_a_running_server_within_one_second(live_server: LiveSe
         assert elapsed <= 1.0 + 0.2, f"refused only after {elapsed:.3f}s"
         # and it stays refused
         assert_unauthorized(http.get("/plants", headers=headers), INVALID_TOKEN, token)
+
+
+def test_tokens_looked_up_after_a_start_are_not_looked_up_again(
+    db_url: str, tmp_path: Path, issue_token: IssueToken
+) -> None:
+    """The first check of the auth generation after a start keeps the tokens looked up so far:
+    a service with many callers does not look each of them up twice after a restart."""
+    callers = [bearer(issue_token(f"caller-{number}")) for number in range(3)]
+    with instrumented(db_url, tmp_path / "server.log") as live, live.server.client() as http:
+        before = live.scrape()
+        for _ in range(3):  # the check of the generation falls due between the rounds
+            for headers in callers:
+                assert http.get("/plants", headers=headers).status_code == 200
+            time.sleep(TOKEN_CACHE_SECONDS + 0.1)
+        after = live.scrape()
+    lookups = "plantstore_store_operation_duration_seconds_count"
+    assert sample(after, lookups, operation="find_token") - sample(
+        before, lookups, operation="find_token"
+    ) == len(callers)
 
 
 def test_revocation_by_listed_id_on_a_running_server(live_server: LiveServer) -> None:

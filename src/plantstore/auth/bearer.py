@@ -99,6 +99,8 @@ class Authenticator:
         cache_key = _cache_key(authorization) if authorization == f"Bearer {token}" else None
         address = client_address(request.scope, self._trusted_proxies)
         await self._limits.check_address(address)
+        if self._generation is None and cache_key is not None:
+            await self._learn_generation()
         if is_jwt(token):
             record = await self._verify_jwt(cache_key, token, token_hash)
         else:
@@ -133,6 +135,18 @@ class Authenticator:
             raise InvalidToken()
         self._cache[cache_key] = (record, cached[1], time.monotonic())
         return record, cached[1]
+
+    async def _learn_generation(self) -> None:
+        """Read the store's auth generation before a lookup is cached under none known (at
+        start, or after it could not be read). Otherwise the first check after start finds it
+        "moved" from nothing and forgets every token looked up so far, and each is looked up
+        again; a lookup made after this read is no older than the generation it is kept under."""
+        try:
+            generation = await self._store.auth_generation()
+        except Exception:
+            return  # the lookup that follows says what is wrong, if anything is
+        self._generation = generation
+        self._next_check = time.monotonic() + self._cache_seconds
 
     async def _follow_changes(self, now: float) -> None:
         """Forget every cached token if the store's auth generation moved since the cache was
