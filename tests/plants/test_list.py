@@ -140,6 +140,34 @@ def test_lists_callers_plants_in_id_order(client: TestClient, alice: Headers) ->
     assert "link" not in response.headers
 
 
+NAMES_OF_EVERY_KIND = [
+    'a "quoted" name',
+    "back\\slash and /slash/",
+    "é, ß, 日本語, 🌵",
+    "\u2028 and \u2029 (line separators), \ufeff",
+    "<script>&amp;</script>",
+    "  spaces around  ",
+    "x" * 256,
+]
+
+
+def test_names_and_tags_of_every_kind_come_back_as_they_went_in(
+    client: TestClient, alice: Headers
+) -> None:
+    sent = []
+    for plant_id, name in enumerate(NAMES_OF_EVERY_KIND):
+        plant: dict[str, Any] = {"id": plant_id, "name": name}
+        if plant_id % 2:
+            plant["tag"] = name[:64]
+        assert client.post("/plants", json=plant, headers=alice).status_code == 200
+        sent.append({key: value for key, value in plant.items() if key != "id"})
+    for limit in (len(sent), 3):  # one page; pages that end mid-way
+        plants = [
+            plant for page in walk(client, f"/plants?limit={limit}", alice) for plant in page.json()
+        ]
+        assert plants == sent
+
+
 def test_lists_only_the_callers_plants(client: TestClient, alice: Headers, bob: Headers) -> None:
     for plant_id in [3, 1, 2]:
         create(client, alice, plant_id)
