@@ -35,9 +35,7 @@ class CursorCodec:
         self._keyed_hmac = hmac.new(key, digestmod=hashlib.sha256)
 
     def encode(self, user_id: int, last_id: int) -> str:
-        mac = self._keyed.copy()
-        mac.update(_SIGNED.pack(user_id, last_id))
-        raw = _CURSOR.pack(last_id) + mac.digest()
+        raw = _CURSOR.pack(last_id) + self._mac(user_id, last_id)
         # 24 bytes: base64 without padding, in the URL-safe alphabet
         return binascii.b2a_base64(raw, newline=False).translate(_URLSAFE).decode("ascii")
 
@@ -51,13 +49,17 @@ class CursorCodec:
             raise _not_issued()
         body, mac = raw[: _CURSOR.size], raw[_CURSOR.size :]
         (last_id,) = _CURSOR.unpack(body)
-        expected = self._keyed.copy()
-        expected.update(_SIGNED.pack(user_id, last_id))
-        if not hmac.compare_digest(mac, expected.digest()) and not hmac.compare_digest(
+        if not hmac.compare_digest(mac, self._mac(user_id, last_id)) and not hmac.compare_digest(
             mac, self._hmac(user_id, body)
         ):
             raise _not_issued()
         return int(last_id)
+
+    def _mac(self, user_id: int, last_id: int) -> bytes:
+        """The MAC of (user, last id) a cursor carries."""
+        mac = self._keyed.copy()
+        mac.update(_SIGNED.pack(user_id, last_id))
+        return mac.digest()
 
     def _hmac(self, user_id: int, body: bytes) -> bytes:
         """The MAC of a cursor issued before keyed BLAKE2b."""
