@@ -218,7 +218,8 @@ def create_rsgi_app_from_env() -> RSGIBridge:
     observe, features = _create(settings, freeze_after_start=True)
     native = {}
     if not settings.cors_origin_list:
-        native[("GET", "/plants")] = observe.native(features.plants.list, "/plants")
+        plants = features.plants
+        native[("GET", "/plants")] = observe.native(plants.list, "/plants", plants.list_known)
     return RSGIBridge(observe, native)
 
 

@@ -507,6 +507,32 @@ def test_one_json_access_line_per_request_without_the_token(tmp_path: Path) -> N
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", record["timestamp"])
 
 
+def test_a_known_callers_list_lines_name_their_user_refused_ones_too(tmp_path: Path) -> None:
+    """A caller whose token the cache holds is served its list straight from granian's call,
+    without a request object (``Observe.native``). Its lines still name its user: for the
+    400 and the 429 that come after its token is known, as for each 200."""
+    db_url = f"sqlite:///{tmp_path / 'known.db'}"
+    server = start_server(
+        db_url, tmp_path / "server.log", "--workers", "1", PLANTSTORE_RATE_LIMIT="4/minute"
+    )
+    token = token_from_output(run_cli(db_url, "token", "create", "erin"))
+    paths = ["/plants", "/plants", "/plants?limit=x", "/plants", "/plants"]
+    try:
+        with server.client() as http:
+            statuses = [http.get(path, headers=bearer(token)).status_code for path in paths]
+    finally:
+        stop_server(server)
+    assert statuses == [200, 200, 400, 200, 429]
+    access = [
+        record
+        for record in log_records(server)
+        if record.get("logger") == "plantstore.access" and record["route"] == "/plants"
+    ]
+    assert [r["status"] for r in access] == statuses
+    users = {r["user_id"] for r in access}
+    assert len(users) == 1 and isinstance(users.pop(), int), access
+
+
 def test_access_log_can_be_turned_off(tmp_path: Path) -> None:
     server = start_server(
         f"sqlite:///{tmp_path / 'quiet.db'}", tmp_path / "server.log", PLANTSTORE_ACCESS_LOG="false"

@@ -67,6 +67,39 @@ class Authenticator:
         was good a moment ago, so it skips that check (and its cost on every request).
         """
         authorization = request.headers.get("authorization")
+        known = self.known_caller(authorization)
+        if known is None:
+            known = await self._identify(request, authorization)
+        record, token_hash = known
+        request.scope[USER_KEY] = record.user_id  # for the access log
+        await self.admit(token_hash)
+        return record
+
+    def known_caller(self, authorization: str | None) -> tuple[TokenRecord, str] | None:
+        """The caller's record and token hash when the cache alone can tell (a fresh entry,
+        still usable, no check of the auth generation due); None when ``authenticate`` has
+        to do more. It spends nothing, so a None costs the caller nothing but this lookup."""
+        cached = self._cache.get(_cache_key(authorization))
+        if cached is None:
+            return None
+        now = time.monotonic()
+        if now >= self._next_check or now - cached[2] >= CACHE_AGE_SECONDS:
+            return None
+        record = cached[0]
+        return (record, cached[1]) if record.usable_at(time.time()) else None
+
+    async def admit(self, token_hash: str) -> None:
+        """Spend a request of the token's rate budget; a 429 once it is spent.
+
+        Keyed by the hash, not the id: deployments sharing one Redis never share a budget.
+        """
+        await self._limits.spend_token_request(token_hash)
+
+    async def _identify(
+        self, request: Request, authorization: str | None
+    ) -> tuple[TokenRecord, str]:
+        """What ``known_caller`` could not tell: the generation checked when it is due, an
+        aged JWT rechecked, a token looked up; a 401 when the caller is not let in."""
         cache_key = _cache_key(authorization)
         cached = self._cache.get(cache_key)
         now = 0.0
@@ -76,17 +109,12 @@ class Authenticator:
                 await self._follow_changes(now)
                 cached = self._cache.get(cache_key)
         if cached is not None and now - cached[2] < CACHE_AGE_SECONDS:
-            record, token_hash = cached[0], cached[1]
-            if not record.usable_at(time.time()):
+            if not cached[0].usable_at(time.time()):
                 raise InvalidToken()
-        elif cached is not None and cached[0].token_id == JWT_TOKEN_ID:
-            record, token_hash = await self._recheck_jwt(cache_key, cached)
-        else:
-            record, token_hash = await self._look_up(request, authorization)
-        request.scope[USER_KEY] = record.user_id  # for the access log
-        # Keyed by the hash, not the id: deployments sharing one Redis never share a budget.
-        await self._limits.spend_token_request(token_hash)
-        return record
+            return cached[0], cached[1]
+        if cached is not None and cached[0].token_id == JWT_TOKEN_ID:
+            return await self._recheck_jwt(cache_key, cached)
+        return await self._look_up(request, authorization)
 
     async def _look_up(
         self, request: Request, authorization: str | None

@@ -34,6 +34,7 @@ from ..http.responses import (
     unexpected_error_response,
 )
 from ..http.rsgi import (
+    KnownCaller,
     NativeRoute,
     RSGIProtocol,
     RSGIScope,
@@ -98,11 +99,15 @@ class Observe:
             # 499, as nginx logs it: the client left before an answer could start.
             self._record(scope, status or CLIENT_CLOSED, time.perf_counter() - started)
 
-    def native(self, handler: Handler, route: str) -> NativeRoute:
+    def native(self, handler: Handler, route: str, known: KnownCaller | None = None) -> NativeRoute:
         """``handler`` (for a request without a body) served from granian's RSGI call as it
         comes: the same request id, metrics, access line and error answers as through
         ``__call__``, with no ASGI messages. A request with a body, or without exactly one
-        Host, is left to the ASGI layers (the native route answers False)."""
+        Host, is left to the ASGI layers (the native route answers False).
+
+        ``known``, when given, answers first, with no request object at all: it answers a
+        caller the token cache knows, and None for any other, whom ``handler`` then serves.
+        """
 
         async def serve(rsgi: RSGIScope, protocol: RSGIProtocol) -> bool:
             headers = rsgi.headers
@@ -111,17 +116,22 @@ class Observe:
                 return False
             started = time.perf_counter()
             request_id = _native_request_id(headers.get("x-request-id"))
-            scope = _NativeScope(rsgi, request_id, route)
-            request = _NativeRequest(scope, headers)
+            seen: dict[str, Any] = {}  # the user, once the caller is known
             status = CLIENT_CLOSED  # until there is an answer
             self._tally.started()
             try:
+                response = None
                 try:
-                    response = await handler(request)
+                    if known is not None:
+                        response = await known(rsgi, seen)
+                    if response is None:
+                        seen = _NativeScope(rsgi, request_id, route)
+                        response = await handler(_NativeRequest(seen, headers))
                 except PlantstoreError as exc:
                     response = error_response(exc.status, exc.message, exc.headers)
                 except Exception as exc:
-                    response = unexpected_error_response(request, exc)
+                    failed = _NativeRequest(_NativeScope(rsgi, request_id, route), headers)
+                    response = unexpected_error_response(failed, exc)
                 status = response.status_code
                 if isinstance(response, JSONBytes):
                     answer = response.text_headers()
@@ -131,23 +141,48 @@ class Observe:
                 protocol.response_bytes(status, answer, bytes(response.body))
             finally:
                 self._tally.finished()
-                self._record(scope, status, time.perf_counter() - started)
+                self._note(
+                    request_id,
+                    rsgi.method,
+                    route,
+                    status,
+                    time.perf_counter() - started,
+                    seen.get(USER_KEY),
+                )
             return True
 
         return serve
 
     def _record(self, scope: Scope, status: int, seconds: float) -> None:
-        route = _route_of(scope)
-        self._metrics.observe(scope["method"], route, status, seconds)
+        self._note(
+            scope[REQUEST_ID_KEY],
+            scope["method"],
+            _route_of(scope),
+            status,
+            seconds,
+            scope.get(USER_KEY),
+        )
+
+    def _note(
+        self,
+        request_id: bytes,
+        method: str,
+        route: str,
+        status: int,
+        seconds: float,
+        user: int | None,
+    ) -> None:
+        """The request's metrics and access line."""
+        self._metrics.observe(method, route, status, seconds)
         if self._access_log is not None:
             self._access_log.write(
                 AccessLine(
-                    scope[REQUEST_ID_KEY].decode("ascii"),
-                    scope["method"],
+                    request_id.decode("ascii"),
+                    method,
                     route,
                     status,
                     round(seconds * 1e6) / 1000,  # ms to the µs, without round(x, 3)'s dtoa
-                    scope.get(USER_KEY),
+                    user,
                 )
             )
 
