@@ -530,7 +530,8 @@ def test_a_known_callers_list_lines_name_their_user_refused_ones_too(tmp_path: P
     ]
     assert [r["status"] for r in access] == statuses
     users = {r["user_id"] for r in access}
-    assert len(users) == 1 and isinstance(users.pop(), int), access
+    assert len(users) == 1, access
+    assert isinstance(users.pop(), int)
 
 
 def test_access_log_can_be_turned_off(tmp_path: Path) -> None:

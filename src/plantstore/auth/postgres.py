@@ -163,7 +163,7 @@ class PostgresTokens:
 
 
 async def _insert_token(
-    connection: asyncpg.pool.PoolConnectionProxy,
+    connection: asyncpg.Connection,
     user: str,
     token_hash: str,
     expires_at: float | None,

@@ -22,7 +22,7 @@ from .store import (
     Subscription,
 )
 
-Connect = Callable[[], AbstractAsyncContextManager[asyncpg.pool.PoolConnectionProxy]]
+Connect = Callable[[], AbstractAsyncContextManager[asyncpg.Connection]]
 _N = sql.numbered
 # The bounded steps that delete (or fail) a chunk chosen by a subquery, spelled so that the
 # outer statement probes the primary key with the chosen ids. As ``id IN (SELECT … LIMIT ?)``

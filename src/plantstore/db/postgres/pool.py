@@ -14,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Coroutine
+from types import TracebackType
+from typing import Any, NoReturn
 
 import asyncpg
 
 from ...errors import StoreUnavailable
 from ..failures import StoreOpenError, describe_failure
+from .connections import ConnectionPool
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +40,6 @@ def is_outage(exc: BaseException) -> bool:
         sqlstate = str(exc.sqlstate or "")
         return sqlstate[:2] in _OUTAGE_SQLSTATE_CLASSES or sqlstate == _READ_ONLY_SQLSTATE
     return False
-
-
-async def _keep_session(connection: asyncpg.Connection) -> None:
-    """Reset nothing when a connection goes back to the pool (asyncpg still rolls back an
-    open transaction): our sessions hold no LISTEN, cursor, SET or session lock to undo,
-    and the default reset query would be a second round trip on every request."""
 
 
 class _OutageLog:
@@ -88,21 +83,13 @@ class PostgresDatabase:
         self._statement_timeout = statement_timeout
         self._budget = connect_timeout + statement_timeout
         self._allow_unsafe_durability = allow_unsafe_durability
-        self._pool: asyncpg.Pool | None = None
+        self._pool: ConnectionPool | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._outage_log = _OutageLog()
 
     async def open(self) -> None:
         try:
-            self._pool = await asyncpg.create_pool(
-                self._dsn,
-                min_size=0,  # no floor to restore (and warn about) while the database is away
-                max_size=self._pool_size,
-                timeout=self._connect_timeout,
-                command_timeout=self._statement_timeout,
-                server_settings=self._server_settings(),
-                reset=_keep_session,
-            )
+            self._pool = ConnectionPool(self._connect, self._pool_size)
             await self._check_durability()
         except StoreOpenError:
             await self.close()
@@ -113,6 +100,14 @@ class PostgresDatabase:
             raise StoreOpenError(
                 f"cannot open the database: {describe_failure(cause or exc)}"
             ) from None
+
+    async def _connect(self) -> asyncpg.Connection:
+        return await asyncpg.connect(
+            self._dsn,
+            timeout=self._connect_timeout,
+            command_timeout=self._statement_timeout,
+            server_settings=self._server_settings(),
+        )
 
     def _server_settings(self) -> dict[str, str]:
         settings = {
@@ -152,27 +147,20 @@ class PostgresDatabase:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            try:
-                await asyncio.wait_for(pool.close(), timeout=self._budget)
-            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                pool.terminate()
+            await pool.close(self._budget)
 
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.pool.PoolConnectionProxy]:
-        """A pooled connection, with every failure of the database turned into a 503."""
-        if self._pool is None:
-            raise RuntimeError("the store is not open")
-        pool = self._pool
-        try:
-            async with asyncio.timeout(self._budget), pool.acquire() as connection:
-                yield connection
-        except Exception as exc:
-            if not is_outage(exc):
-                raise
-            # After an outage, connect afresh instead of reusing connections that died.
-            await pool.expire_connections()
-            self._outage_log.note(exc)
-            raise StoreUnavailable() from exc
+    def connection(self) -> Lent:
+        """``async with database.connection() as connection``: a pooled connection, with every
+        failure of the database turned into a 503."""
+        return Lent(self)
+
+    def outage(self, exc: BaseException) -> NoReturn:
+        """A 503 for ``exc``; after an outage, connect afresh instead of reusing connections
+        that died."""
+        if self._pool is not None:
+            self._pool.expire()
+        self._outage_log.note(exc)
+        raise StoreUnavailable() from exc
 
     async def fetchrow(self, query: str, *args: object) -> asyncpg.Record:
         async with self.connection() as connection:
@@ -190,3 +178,50 @@ class PostgresDatabase:
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+class Lent:
+    """A connection lent for one block, within the database's time budget (a class, not an
+    ``asynccontextmanager``: this is on every request's path)."""
+
+    __slots__ = ("_connection", "_database", "_generation", "_pool", "_timeout")
+
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._database = database
+
+    async def __aenter__(self) -> asyncpg.Connection:
+        pool = self._database._pool
+        if pool is None:
+            raise RuntimeError("the store is not open")
+        self._pool = pool
+        self._timeout = asyncio.timeout(self._database._budget)
+        await self._timeout.__aenter__()
+        try:
+            self._connection, self._generation = await pool.take()
+        except BaseException as exc:
+            await self._leave(type(exc), exc, exc.__traceback__)
+            raise
+        return self._connection
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._pool.give_back(self._connection, self._generation, exc)
+        await self._leave(kind, exc, traceback)
+
+    async def _leave(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Leave the time budget; a budget run out, or an outage, is a 503."""
+        try:
+            await self._timeout.__aexit__(kind, exc, traceback)
+        except TimeoutError as expired:
+            self._database.outage(expired)
+        if isinstance(exc, Exception) and is_outage(exc):
+            self._database.outage(exc)
