@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import signal
 import sqlite3
 import subprocess
@@ -26,7 +27,8 @@ print("holding", flush=True)
 time.sleep(60)
 """
 
-# A writer in another process: N commits, each flushed; prints its own fsyncs.
+# A writer in another process: one commit, then N more, each flushed; prints how many of the
+# fsyncs it needed were its own for the first commit, and for all of them.
 COMMIT_AND_FLUSH = """
 import sqlite3, sys
 from pathlib import Path
@@ -35,11 +37,23 @@ path, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 conn = sqlite3.connect(path, isolation_level=None, timeout=10)
 conn.execute("PRAGMA synchronous = NORMAL")
 flush = WalFlush(path)
-for number in range(count):
+conn.execute("INSERT INTO t VALUES (?, 0)", (name,))
+print("committed", flush=True)
+flush.after_commit()
+first = flush.fsyncs
+for number in range(1, count):
     conn.execute("INSERT INTO t VALUES (?, ?)", (name, number))
     flush.after_commit()
-print(flush.fsyncs, flush.started_and_finished(), flush=True)
+print(first, flush.fsyncs, flush=True)
 """
+
+
+def wait_until_asleep(pid: int) -> None:
+    """Wait until a process sleeps in the kernel (here: waits for the flush lock)."""
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "S":
+        assert time.monotonic() < deadline, "the writer never waited for the lock"
+        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -79,6 +93,8 @@ def test_a_flusher_killed_mid_fsync_blocks_nobody(wal_file: Path) -> None:
 
 def test_two_processes_share_fsyncs_and_every_commit_is_covered(wal_file: Path) -> None:
     count = 400
+    flush = WalFlush(wal_file)
+    fcntl.flock(flush._file, fcntl.LOCK_EX)  # an fsync under way: both writers queue behind it
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", COMMIT_AND_FLUSH, str(wal_file), name, str(count)],
@@ -87,16 +103,26 @@ def test_two_processes_share_fsyncs_and_every_commit_is_covered(wal_file: Path) 
         )
         for name in ("a", "b")
     ]
-    own_fsyncs = 0
-    for writer in writers:
-        out, _ = writer.communicate(timeout=120)
-        assert writer.returncode == 0
-        own_fsyncs += int(out.split()[0])
-    flush = WalFlush(wal_file)
+    try:
+        for writer in writers:
+            assert writer.stdout is not None
+            assert writer.stdout.readline().strip() == "committed"
+            wait_until_asleep(writer.pid)
+        fcntl.flock(flush._file, fcntl.LOCK_UN)
+        firsts, own_fsyncs = 0, 0
+        for writer in writers:
+            out, _ = writer.communicate(timeout=120)
+            assert writer.returncode == 0
+            first, total = map(int, out.split())
+            firsts += first
+            own_fsyncs += total
+    finally:
+        for writer in writers:
+            writer.kill()
     started, finished = flush.started_and_finished()
     flush.close()
     assert started == finished == own_fsyncs  # every fsync begun was finished and counted
-    assert own_fsyncs < 2 * count  # some fsyncs carried the other process's commits too
+    assert firsts == 1  # one fsync carried both first commits: the second writer waited for it
     conn = sqlite3.connect(wal_file)
     assert conn.execute("SELECT writer, count(*) FROM t GROUP BY writer").fetchall() == [
         ("a", count),
