@@ -130,14 +130,25 @@ def machine() -> dict[str, Any]:
     }
 
 
+# What ``make bench`` itself writes: an earlier run's figures, report and plots, not yet
+# committed, do not make the code measured differ from its commit.
+BENCH_OUTPUTS = (
+    ":(top,exclude)bench/results",
+    ":(top,exclude)bench/README.md",
+    ":(top,exclude)docs/img",
+)
+
+
 def code_version() -> dict[str, Any]:
-    """The commit measured, and whether the working tree differed from it."""
+    """The commit measured, and whether the working tree differed from it (outside the
+    benchmark's own outputs)."""
 
     def git(*args: str) -> str:
         run = subprocess.run(["git", *args], capture_output=True, text=True, check=False, cwd=HERE)
         return run.stdout.strip()
 
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
+    changes = git("status", "--porcelain", "--", ":(top)", *BENCH_OUTPUTS)
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(changes)}
 
 
 def begin_run(tools: dict[str, str], results: Path) -> tuple[str, float]:
