@@ -23,6 +23,7 @@ from lib.procstat import (
     peak_rss_mb,
     pids_named,
     process_tree,
+    runqueue_wait_seconds,
 )
 from lib.servers import Server
 from lib.wrk import WrkResult, run_wrk
@@ -66,6 +67,7 @@ class Measurement:
     other_cpu_share: float | None = None  # of the server's cores, taken by anything else
     wrk_cpu_us_per_request: float | None = None
     context_switches_per_request: float | None = None  # the server's threads, all processes
+    runqueue_wait_us_per_request: float | None = None  # its threads runnable, waiting for a core
     postgres_cpu_us_per_request: float | None = None  # PostgreSQL's own processes, all of them
     pinned: bool = True
     stored_plants: int | None = None  # rows in the plants table, where it matters (paced list)
@@ -115,6 +117,7 @@ def measure(
     tree_before = process_tree(server.pid)
     cpu_before, busy_before = cpu_seconds(tree_before), core_busy_seconds(cores)
     switches_before = context_switches(tree_before)
+    waited_before = runqueue_wait_seconds(tree_before)
     postgres_before = cpu_seconds(pids_named("postgres"))
     wrk_before = _children_cpu_seconds()
     started = time.monotonic()
@@ -136,6 +139,8 @@ def measure(
     tree = process_tree(server.pid)
     cpu = cpu_seconds(tree) - cpu_before
     switches = context_switches(tree) - switches_before
+    waited_after = runqueue_wait_seconds(tree)
+    waited = None if waited_after is None or waited_before is None else waited_after - waited_before
     others = core_busy_seconds(cores) - busy_before - cpu
     wall = (time.monotonic() - started) * len(cores)
     profiles = [] if profiler is None or stem is None else pyspy.finish(profiler, stem)
@@ -148,6 +153,9 @@ def measure(
         other_cpu_share=max(0.0, others / wall) if wall else None,
         wrk_cpu_us_per_request=wrk_cpu * 1e6 / result.requests if result.requests else None,
         context_switches_per_request=switches / result.requests if result.requests else None,
+        runqueue_wait_us_per_request=(
+            waited * 1e6 / result.requests if result.requests and waited is not None else None
+        ),
         postgres_cpu_us_per_request=(
             postgres_cpu * 1e6 / result.requests if result.requests and postgres_cpu else None
         ),

@@ -91,6 +91,26 @@ def context_switches(pids: list[int]) -> int:
     return switches
 
 
+def runqueue_wait_seconds(pids: list[int]) -> float | None:
+    """Time the threads of these processes have spent runnable but waiting for a core
+    (``/proc/<pid>/task/<tid>/schedstat``, its second field). Where it grows faster than the
+    CPU they use, requests wait for the scheduler, not for work; None without schedstat."""
+    waited_ns, found = 0, False
+    for pid in pids:
+        try:
+            tasks = os.listdir(PROC / str(pid) / "task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                fields = (PROC / str(pid) / "task" / task / "schedstat").read_text().split()
+            except OSError:
+                continue  # the thread ended meanwhile, or the kernel keeps no schedstat
+            waited_ns += int(fields[1])
+            found = True
+    return waited_ns / 1e9 if found else None
+
+
 def peak_rss_mb(pids: list[int]) -> float:
     """The largest VmHWM (peak resident set) among these processes, in MB."""
     return _largest_status_kb(pids, "VmHWM:") / 1024

@@ -30,6 +30,7 @@ COLUMNS = (
     ("CPU µs/req", 11),
     ("cores", 6),
     ("switches/req", 13),
+    ("waited µs/req", 14),
     ("RSS MB", 7),
     ("non-2xx", 8),
     ("other%", 7),
@@ -79,7 +80,8 @@ def table(rows: list[WorkerRow]) -> str:
         "SQLite workers: one file seeded like the big one, `serve --workers N`; server and wrk "
         "unpinned (they share the cores); cores: the server's CPU time over the run's; "
         "switches/req: its threads' context switches (hand-offs between threads and processes) "
-        "per request; other% over all cores; lock waits, their total time and timeouts are this "
+        "per request; waited µs/req: the time its threads were ready to run but waited for a "
+        "core, per request; other% over all cores; lock waits, their total time and timeouts are this "
         "run's, from the server's metrics (one worker never waits)",
         _line([title for title, _ in COLUMNS], COLUMNS),
     ]
@@ -101,7 +103,7 @@ def _cells(found: WorkerRow, what: str, versus: float | None) -> list[str]:
     if result is None:
         return [*head, "not run", *["-"] * (len(COLUMNS) - 3)]
     errors = f"{result.errors}" + (f"+{result.socket_errors}sock" if result.socket_errors else "")
-    switches = row.context_switches_per_request
+    switches, waited = row.context_switches_per_request, row.runqueue_wait_us_per_request
     return [
         *head,
         f"{result.rate:,.0f}",
@@ -110,6 +112,7 @@ def _cells(found: WorkerRow, what: str, versus: float | None) -> list[str]:
         f"{row.cpu_us_per_request:,.0f}" if row.cpu_us_per_request else "-",
         _cores_used(row),
         "-" if switches is None else f"{switches:.1f}",
+        "-" if waited is None else f"{waited:,.0f}",
         f"{row.peak_rss_mb:.0f}" if row.peak_rss_mb else "-",
         errors,
         "-" if row.other_cpu_share is None else f"{100 * row.other_cpu_share:.0f}%",
@@ -224,6 +227,10 @@ def targets(rows: list[WorkerRow]) -> list[Target]:
         costs = (one.row.cpu_us_per_request, two.row.cpu_us_per_request)
         if all(costs):  # what eats into that room: each request's cost with two workers
             rates += f"; server CPU a request {costs[0]:.0f} µs with 1, {costs[1]:.0f} with 2"
+        waits = (one.row.runqueue_wait_us_per_request, two.row.runqueue_wait_us_per_request)
+        if waits[0] is not None and waits[1] is not None:  # time ready to run, but no core free
+            rates += f"; its threads waited for a core {waits[0]:.0f} µs a request with 1, "
+            rates += f"{waits[1]:.0f} with 2"
         found.append(
             Target(
                 name,
