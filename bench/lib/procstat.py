@@ -7,6 +7,7 @@ all its descendants: the work may happen in any of them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -69,46 +70,41 @@ def cpu_seconds(pids: list[int]) -> float:
     return ticks / _TICKS_PER_SECOND
 
 
+def _task_files(pids: list[int], name: str) -> Iterator[str]:
+    """The text of each thread's ``/proc/<pid>/task/<tid>/<name>``, for these processes'
+    threads that still run (one that ended meanwhile, or a file the kernel lacks, is left
+    out)."""
+    for pid in pids:
+        try:
+            tasks = os.listdir(PROC / str(pid) / "task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                yield (PROC / str(pid) / "task" / task / name).read_text()
+            except OSError:
+                continue
+
+
 def context_switches(pids: list[int]) -> int:
     """Times the threads of these processes have left a CPU so far, waiting (for I/O, a lock,
     a wake-up: voluntary) or pre-empted. Each hand-off between threads costs one or two, so
     per request they show how much of a request's time goes to handing it on."""
     switches = 0
-    for pid in pids:
-        try:
-            tasks = os.listdir(PROC / str(pid) / "task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                status = (PROC / str(pid) / "task" / task / "status").read_text()
-            except OSError:
-                continue  # the thread ended meanwhile
-            for line in status.splitlines():
-                name, _, value = line.partition(":")
-                if name.endswith("ctxt_switches"):  # voluntary_ and nonvoluntary_
-                    switches += int(value)
+    for status in _task_files(pids, "status"):
+        for line in status.splitlines():
+            name, _, value = line.partition(":")
+            if name.endswith("ctxt_switches"):  # voluntary_ and nonvoluntary_
+                switches += int(value)
     return switches
 
 
 def runqueue_wait_seconds(pids: list[int]) -> float | None:
     """Time the threads of these processes have spent runnable but waiting for a core
-    (``/proc/<pid>/task/<tid>/schedstat``, its second field). Where it grows faster than the
-    CPU they use, requests wait for the scheduler, not for work; None without schedstat."""
-    waited_ns, found = 0, False
-    for pid in pids:
-        try:
-            tasks = os.listdir(PROC / str(pid) / "task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                fields = (PROC / str(pid) / "task" / task / "schedstat").read_text().split()
-            except OSError:
-                continue  # the thread ended meanwhile, or the kernel keeps no schedstat
-            waited_ns += int(fields[1])
-            found = True
-    return waited_ns / 1e9 if found else None
+    (``schedstat``, its second field). Where it grows faster than the CPU they use, requests
+    wait for the scheduler, not for work; None where the kernel keeps no schedstat."""
+    waits = [int(stat.split()[1]) for stat in _task_files(pids, "schedstat")]
+    return sum(waits) / 1e9 if waits else None
 
 
 def peak_rss_mb(pids: list[int]) -> float:
