@@ -15,7 +15,7 @@
    end in a crash it has already recorded, so one run lists every distinct crash.
 
 The summary table gives, per phase and backend or harness, the requests or executions and
-the failures or crashes, then the issue's targets (10,000 requests per backend, 1,000,000
+the failures or crashes, then the volume targets (10,000 requests per backend, 1,000,000
 executions), met or not; the exit status is 1 if anything failed or crashed. Work files
 (schemathesis reports, server logs, corpora, crash inputs) go to a temporary directory,
 kept if anything failed or with --keep.

@@ -8,7 +8,7 @@ runs. After each run it prints one line: achieved req/s, p50/p99/p99.9, errors (
 socket errors), the server worker's RSS, the open files of the server's processes, the WAL
 size, and how busy the server's core was. The server is pinned to CPU 0, wrk to CPU 1.
 
-Targets (the issue's): RSS grows by <= 20 MB from minute 2 to the end, open files stay flat,
+Targets: RSS grows by <= 20 MB from minute 2 to the end, open files stay flat,
 zero errors. Results go to bench/results/soak-<stamp>.json.
 
     .venv/bin/python bench/soak.py [--minutes 10] [--rate N] [--users 100]

@@ -1,5 +1,5 @@
 """One row per backend or harness, and what is printed at the end: each failure and crash
-(inputs written compactly), the table, and the issue's volume targets."""
+(inputs written compactly), the table, and the volume targets."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def print_table(rows: list[Row]) -> None:
 
 
 def print_targets(rows: list[Row]) -> None:
-    """The issue's volume targets, met or not, as this run counted them."""
+    """The volume targets, met or not, as this run counted them."""
     backends = [row for row in rows if row.phase == "schemathesis"]
     harnesses = [row for row in rows if row.phase == "atheris"]
     if backends:

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from lib.servers import Server
 from slow.conn import Conn, describe, request_head
 
-HEADER_BYTES = 17 * 1024  # over the 16 KiB the issue allows
+HEADER_BYTES = 17 * 1024  # over the 16 KiB head the service allows
 UNDER_LIMIT_BYTES = 15 * 1024  # the control: must still be served
 DECLARED_BYTES = 10_000_000
 

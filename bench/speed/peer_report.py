@@ -139,7 +139,7 @@ def _notes(contender: Contender) -> list[str]:
 
 
 def targets(contenders: list[Contender]) -> list[Target]:
-    """plantstore's ratio to each peer against the issue's floors."""
+    """plantstore's ratio to each peer against their floors."""
     found = []
     for backend, peer, key, floor in GOALS:
         name = f"{backend} {WHAT[key]}: plantstore / {peer.short}"

@@ -46,7 +46,7 @@ def table(result: SandboxResult) -> str:
 
 
 def targets(result: SandboxResult) -> list[Target]:
-    """The issue's criterion: no request of another user waits on the purge longer than the
+    """The criterion: no request of another user waits on the purge longer than the
     p99 without a purge. Reads never wait on it (WAL: a reader does not wait for the writer);
     a write waits at most for one step's statements (the writer runs one job at a time, and
     the commit a step shares is one the write pays anyway). So the longest a step held the

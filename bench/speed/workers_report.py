@@ -210,7 +210,7 @@ def _cores() -> int:
 
 
 def targets(rows: list[WorkerRow]) -> list[Target]:
-    """Two workers' 2xx rate over one worker's, against the issue's floors."""
+    """Two workers' 2xx rate over one worker's, against their floors."""
     found = []
     for scenario, what, floor in GOALS:
         name, goal = f"SQLite --workers 2 / 1, {what}", f">= {floor:g}x"

@@ -2,7 +2,8 @@
 (``token``, ``user``, ``webhook``).
 
 Every command migrates the database first, so any of them works on a fresh path (``db
-backup`` excepted: it copies a database as it is). A bad setting stops the command with one
+backup`` excepted: it copies a database as it is; and ``db copy``, which makes its target's
+schema at the source's revision). A bad setting stops the command with one
 line (``Error: ...``), never a traceback.
 """
 

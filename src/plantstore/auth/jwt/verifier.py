@@ -6,7 +6,7 @@ The JOSE library is **joserfc** (by the Authlib maintainer), chosen over PyJWT +
   RSA or EC public key fails on the key type (joserfc will not even turn a public key into
   an HMAC secret); PyJWT guards the same confusion by sniffing PEM/SSH prefixes of the key;
 - typed JWK and key-set objects to look keys up by ``kid`` ourselves, while PyJWT's
-  ``PyJWKClient`` fetches the JWKS with blocking ``urllib`` (an open issue for years, jpadilla/pyjwt#1120)
+  ``PyJWKClient`` fetches the JWKS with blocking ``urllib`` (a long-standing upstream limit)
   and would stall the event loop;
 - EdDSA (and RFC 9864's fully specified ``Ed25519``), ES*, RS*, PS* over ``cryptography``;
 - a claims registry that checks ``iss``, ``aud``, ``exp``, ``nbf`` and ``iat`` (a token issued
