@@ -111,8 +111,8 @@ class Settings(BaseSettings):
     def _redis_installed(cls, url: str | None) -> str | None:
         if url and importlib.util.find_spec("coredis") is None:
             raise ValueError(
-                "sharing rate limits through Redis needs the redis extra: "
-                "pip install 'plantstore[redis]'"
+                "sharing rate limits through Redis needs the redis extra: in a checkout, "
+                "pip install -c constraints.txt -e '.[redis]' (see docs/operating.md)"
             )
         return url
 

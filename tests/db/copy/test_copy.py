@@ -280,3 +280,19 @@ def test_a_source_at_an_older_revision_is_copied_at_it_and_upgrades_on_the_targe
         assert all_plants(server, token) == [{"name": "kept"}]
     finally:
         stop_server(server)
+
+
+def test_a_postgresql_database_that_does_not_exist_is_told_in_one_line(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    source = database("sqlite", tmp_path, "source", request)
+    run_cli(source, "token", "create", "alice")
+    existing = database("postgresql", tmp_path, "target", request)
+    missing = existing.rsplit("/", 1)[0] + "/plantstore_never_created"
+    for refused in (copy(source, missing), copy(missing, f"sqlite:///{tmp_path / 'copy.db'}")):
+        assert refused.returncode == 1
+        assert "Traceback" not in refused.stderr
+        assert refused.stderr.strip().splitlines() == [
+            'Error: cannot copy: InvalidCatalogNameError: database "plantstore_never_created" '
+            "does not exist"
+        ]

@@ -12,12 +12,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import asyncpg
+
+from ..failures import describe_failure
 from ..migrate import current_revision, upgrade
 from ..urls import backend_of, redacted, sqlite_path
 from . import postgres, sqlite
 from .endpoints import MADE_BY_SCHEMA, Source, Target, in_reference_order
 
 Progress = Callable[[str, int], None]  # a table, and how many more of its rows were copied
+
+# What PostgreSQL at either end raises when it cannot be reached or used as asked (a database
+# that does not exist, no server of the asked ``target_session_attrs``): told in one line.
+_POSTGRES_FAILURES = (
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+)
 
 
 class CopyError(Exception):
@@ -55,6 +67,19 @@ def copy_database(
 
     ``on_start`` hears how many rows there are to copy, ``progress`` each batch as it goes.
     """
+    try:
+        return _copy_database(source_url, target_url, batch_rows, on_start, progress)
+    except _POSTGRES_FAILURES as exc:
+        raise CopyError(f"cannot copy: {describe_failure(exc)}") from exc
+
+
+def _copy_database(
+    source_url: str,
+    target_url: str,
+    batch_rows: int,
+    on_start: Callable[[int], None] | None,
+    progress: Progress | None,
+) -> CopyReport:
     started = time.monotonic()
     if _same(source_url, target_url):
         raise CopyError("the source and the target are the same database")
