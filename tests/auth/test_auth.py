@@ -382,3 +382,22 @@ def test_the_wire_challenges_match_the_contract(live_server: LiveServer) -> None
             ).status_code
             == 200
         )
+
+
+@pytest.mark.parametrize(
+    "value", [b"Bearer pst_\xc3\xa9", b"Bearer \xff\xfe", b"Bearer pst_" + b"w" * 43 + b"\x80"]
+)
+def test_credentials_that_are_not_ascii_are_invalid_token_on_the_wire(
+    live_server: LiveServer, value: bytes
+) -> None:
+    """granian hides a header value that is not visible ASCII; the header was still sent, so
+    the answer is the malformed token's, not the missing header's, on every operation."""
+    headers = {"Authorization": value, "Content-Type": "application/json"}
+    with live_server.client() as http:
+        for response in (
+            http.get("/plants", headers=headers),
+            http.post("/plants", content=b'{"id": 1, "name": "x"}', headers=headers),
+            http.delete("/plants/1", headers=headers),
+        ):
+            assert_unauthorized(response, INVALID_TOKEN)
+            assert "missing" not in response.json()["message"]

@@ -450,6 +450,17 @@ def test_wrong_content_type_is_415(
     assert listing(client, alice) == seeded
 
 
+@pytest.mark.parametrize("second", ["text/plain", "application/json"], ids=["other", "same"])
+def test_two_content_types_are_415_whichever_comes_first(
+    client: TestClient, alice: Headers, seeded: list[dict[str, Any]], second: str
+) -> None:
+    for pair in ((JSON, second), (second, JSON)):
+        headers = [*alice.items(), *(("Content-Type", value) for value in pair)]
+        response = client.post("/plants", content=b'{"id":21,"name":"twice"}', headers=headers)
+        assert_error(response, 415)
+    assert listing(client, alice) == seeded
+
+
 @pytest.mark.parametrize(
     "content_type",
     [

@@ -127,6 +127,10 @@ def test_non_global_addresses_are_refused(client: Any, alice: dict[str, str], ur
         "http:///hook",
         "http://8.8.8.8:99999/",
         "http://8.8.8.8/ hook",
+        "http://8.8.8.8/\x7fhook",
+        "http://8.8.8.8/\x85hook",  # C1 controls (NEL here) are controls too
+        "http://8.8.8.8/\x9fhook",
+        "http://8.8.8.8/\u2028hook",  # and a Unicode line separator is a space
         "http://no-such-host.invalid/hook",
         "http://a..b/hook",  # the idna codec refuses an empty label
         f"http://{'a' * 64}.example.com/hook",  # and a label over 63 characters

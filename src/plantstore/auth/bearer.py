@@ -25,7 +25,7 @@ from starlette.requests import Request
 
 from ..errors import InvalidToken
 from ..http.ratelimit import RateLimits, client_address
-from ..http.scope import USER_KEY
+from ..http.scope import USER_KEY, sent_unreadable
 from .jwt.callers import JWT_TOKEN_ID, JwtCallers
 from .store import TokenRecord, TokenStore
 from .tokens import bearer_token, hash_token, is_jwt
@@ -120,6 +120,10 @@ class Authenticator:
         self, request: Request, authorization: str | None
     ) -> tuple[TokenRecord, str]:
         """The token's record from the store, and its hash; a 401 or 429 if refused."""
+        if authorization is None and sent_unreadable(
+            request.scope, request.headers, "authorization"
+        ):
+            raise InvalidToken("the Authorization header must be visible ASCII")
         token = bearer_token(authorization)
         token_hash = hash_token(token)
         # Only the canonical spelling is cached: the scheme's case and the spaces before the

@@ -48,9 +48,11 @@ def body_length(content_length: str | None, chunked: bool) -> int | None:
     return None
 
 
-def check_content_type(value: str | None) -> None:
-    """Accept ``application/json``, optionally with ``charset=utf-8``; anything else is a 415."""
-    media_type, *params = (part.strip(_OWS) for part in (value or "").split(";"))
+def check_content_type(values: list[str]) -> None:
+    """Accept one ``Content-Type: application/json``, optionally with ``charset=utf-8``;
+    anything else is a 415, and so is a second Content-Type, whatever the first says."""
+    value = values[0] if len(values) == 1 else ""
+    media_type, *params = (part.strip(_OWS) for part in value.split(";"))
     ok = media_type.lower() == "application/json" and len(params) <= 1
     for param in params:
         key, _, charset = param.partition("=")

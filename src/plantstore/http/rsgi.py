@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Scope
 
 from .parsing import body_length
 from .responses import rsgi_headers
+from .scope import RSGI_HEADERS_KEY
 
 log = logging.getLogger("plantstore.app")
 
@@ -135,6 +136,7 @@ class RSGIBridge:
             "query_string": rsgi.query_string.encode(),
             "headers": asgi_headers(rsgi.headers),
             "state": self._lifespan.state.copy(),
+            RSGI_HEADERS_KEY: rsgi.headers,
         }
         body = _Body(protocol, declared_length(rsgi.headers))
         answer = _Answer(protocol)

@@ -72,7 +72,7 @@ class PlantRoutes:
 
     async def create(self, request: Request) -> Response:
         caller = await self._authenticate(request)
-        check_content_type(request.headers.get("content-type"))
+        check_content_type(request.headers.getlist("content-type"))
         body = await read_body(request, self._max_body_bytes, self._body_timeout)
         new_plant = decode_new_plant(body)
         plant = await rules.create_plant(self._store, caller.user_id, new_plant)

@@ -99,7 +99,7 @@ def split_webhook_url(url: str) -> SplitResult:
     """The parts of an absolute http(s) URL without credentials; 400 naming ``url`` if not."""
     if len(url) > MAX_URL_LENGTH:
         raise BadRequest(f"`url` must be at most {MAX_URL_LENGTH} characters")
-    if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in url):
+    if any(ord(char) <= 0x20 or 0x7F <= ord(char) <= 0x9F or char.isspace() for char in url):
         raise BadRequest("`url` must not contain spaces or control characters")
     try:
         parts = urlsplit(url)

@@ -142,7 +142,7 @@ class WebhookRoutes:
         return json_response(encoder.encode(Redelivered(count)), status=202)
 
     async def _json_body(self, request: Request) -> bytes:
-        check_content_type(request.headers.get("content-type"))
+        check_content_type(request.headers.getlist("content-type"))
         return await read_body(request, self._max_body_bytes, self._body_timeout)
 
 
