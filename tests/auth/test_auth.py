@@ -392,7 +392,7 @@ def test_credentials_that_are_not_ascii_are_invalid_token_on_the_wire(
 ) -> None:
     """granian hides a header value that is not visible ASCII; the header was still sent, so
     the answer is the malformed token's, not the missing header's, on every operation."""
-    headers = {"Authorization": value, "Content-Type": "application/json"}
+    headers = {b"Authorization": value, b"Content-Type": b"application/json"}
     with live_server.client() as http:
         for response in (
             http.get("/plants", headers=headers),
