@@ -401,3 +401,35 @@ def test_credentials_that_are_not_ascii_are_invalid_token_on_the_wire(
         ):
             assert_unauthorized(response, INVALID_TOKEN)
             assert "missing" not in response.json()["message"]
+
+
+def test_two_authorization_lines_are_invalid_token_whichever_is_good(
+    live_server: LiveServer,
+) -> None:
+    """A proxy in front may read another of two Authorization lines than the service would:
+    two are a malformed credential (401 invalid_token), even when the first is a good token
+    the cache knows (the list's fast path) and even when both are the same."""
+    good = live_server.token
+    other = token_from_output(run_cli(live_server.db_url, "token", "create", "second-line"))
+    with live_server.client() as http:
+        assert http.get("/plants", headers=bearer(good)).status_code == 200  # now cached
+        for first, second in [(good, other), (other, good), (good, good)]:
+            lines = [
+                (b"Authorization", f"Bearer {first}".encode()),
+                (b"Authorization", f"Bearer {second}".encode()),
+                (b"Content-Type", b"application/json"),
+            ]
+            for response in (
+                http.get("/plants", headers=lines),
+                http.post("/plants", content=b'{"id": 1, "name": "x"}', headers=lines),
+                http.delete("/plants/1", headers=lines),
+            ):
+                assert_unauthorized(response, INVALID_TOKEN, good, other)
+                assert response.json()["message"] == "send one Authorization header, not 2"
+        # a line granian cannot read, then a good one: refused too, never the good one served
+        lines = [
+            (b"Authorization", b"Bearer pst_\xc3\xa9"),
+            (b"Authorization", f"Bearer {good}".encode()),
+        ]
+        assert_unauthorized(http.get("/plants", headers=lines), INVALID_TOKEN, good)
+        assert http.get("/plants", headers=bearer(good)).status_code == 200  # one line: fine

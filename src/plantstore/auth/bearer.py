@@ -25,7 +25,7 @@ from starlette.requests import Request
 
 from ..errors import InvalidToken
 from ..http.ratelimit import RateLimits, client_address
-from ..http.scope import USER_KEY, sent_unreadable
+from ..http.scope import USER_KEY, MalformedHeader, one_value
 from .jwt.callers import JWT_TOKEN_ID, JwtCallers
 from .store import TokenRecord, TokenStore
 from .tokens import bearer_token, hash_token, is_jwt
@@ -66,7 +66,10 @@ class Authenticator:
         authentications is refused before its token is looked up; a token found in the cache
         was good a moment ago, so it skips that check (and its cost on every request).
         """
-        authorization = request.headers.get("authorization")
+        try:
+            authorization = one_value(request.scope, request.headers, "authorization")
+        except MalformedHeader as exc:  # sent twice, or not as text: a malformed token
+            raise InvalidToken(str(exc)) from None
         known = self.known_caller(authorization)
         if known is None:
             known = await self._identify(request, authorization)
@@ -120,10 +123,6 @@ class Authenticator:
         self, request: Request, authorization: str | None
     ) -> tuple[TokenRecord, str]:
         """The token's record from the store, and its hash; a 401 or 429 if refused."""
-        if authorization is None and sent_unreadable(
-            request.scope, request.headers, "authorization"
-        ):
-            raise InvalidToken("the Authorization header must be visible ASCII")
         token = bearer_token(authorization)
         token_hash = hash_token(token)
         # Only the canonical spelling is cached: the scheme's case and the spaces before the

@@ -86,9 +86,10 @@ class PlantRoutes:
         """The list for a caller the token cache knows, straight from granian's RSGI call
         (``Observe.native``), in the same order of checks as ``list``; None for any other
         caller, whom ``list`` serves."""
-        known = self._known_caller(rsgi.headers.get("authorization"))
-        if known is None:
-            return None
+        headers = rsgi.headers
+        known = self._known_caller(headers.get("authorization"))
+        if known is None or len(headers.get_all("authorization")) > 1:
+            return None  # a second Authorization line: ``list`` refuses it
         caller, token_hash = known
         seen[USER_KEY] = caller.user_id  # for the access log
         await self._admit(token_hash)
