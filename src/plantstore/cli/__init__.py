@@ -1,10 +1,10 @@
 """The ``plantstore`` command: ``serve``, ``db`` and the command groups each feature offers
 (``token``, ``user``, ``webhook``).
 
-Every command migrates the database first, so any of them works on a fresh path (``db
-backup`` excepted: it copies a database as it is; and ``db copy``, which makes its target's
-schema at the source's revision). A bad setting stops the command with one
-line (``Error: ...``), never a traceback.
+Every command migrates the database first, so any of them works on a fresh path; two
+excepted: ``db backup`` copies a database as it is, and ``db copy`` makes its target's
+schema at the source's revision. A bad setting stops the command with one line
+(``Error: ...``), never a traceback.
 """
 
 from __future__ import annotations
