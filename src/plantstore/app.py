@@ -246,7 +246,11 @@ async def _on_plantstore_error(request: Request, exc: Exception) -> Response:
 async def _on_routing_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = _ROUTING_MESSAGES.get(exc.status_code, exc.detail)
-    return error_response(exc.status_code, message, exc.headers)
+    headers = exc.headers
+    if headers and "Allow" in headers:  # Starlette's is a set's order: it varies by process
+        methods = sorted(method.strip() for method in headers["Allow"].split(","))
+        headers = {**headers, "Allow": ", ".join(methods)}
+    return error_response(exc.status_code, message, headers)
 
 
 async def _on_unexpected_error(request: Request, exc: Exception) -> Response:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -328,3 +332,30 @@ def test_auth_errors_never_echo_the_credentials(client: TestClient, authorizatio
     assert credentials not in message
     assert "XYZZY" not in response.text
     assert credentials[-12:] not in response.text
+
+
+_ALLOW_PROBE = """
+import sys
+from starlette.testclient import TestClient
+from plantstore.app import create_app
+from plantstore.settings import Settings
+app = create_app(Settings(database_url=sys.argv[1]))
+with TestClient(app) as client:
+    print(client.put("/plants").headers["allow"], "|", client.put("/webhooks").headers["allow"])
+"""
+
+
+def test_allow_lists_the_methods_in_one_order_in_every_process(tmp_path: Path) -> None:
+    """Instances behind one address answer alike: the order of ``Allow`` does not follow
+    the process's string hashing (each process of Python seeds it anew)."""
+    answers = set()
+    for seed in range(6):
+        ran = subprocess.run(
+            [sys.executable, "-c", _ALLOW_PROBE, f"sqlite:///{tmp_path / f'{seed}.db'}"],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        answers.add(ran.stdout.splitlines()[0])  # the access log follows
+    assert answers == {"GET, HEAD, POST | GET, HEAD, POST"}
