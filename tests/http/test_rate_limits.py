@@ -150,10 +150,14 @@ def test_the_redis_budget_admits_no_more_than_the_limit_across_a_window_edge(
     try:
         with httpx.Client(base_url=server.base_url, headers=bearer(server.token)) as http:
             assert http.get("/healthz").status_code == 200  # the connection, made ahead
-            edge = int(time.time()) + 2  # the end of a second, at least one second away
-            time.sleep(edge - 0.15 - time.time())  # 150 ms before it
-            before = [http.get("/plants").status_code for _ in range(4)]
-            assert time.time() < edge, "the first burst was not over before the edge"
+            for _ in range(5):  # a busy host may stretch a burst past the edge: try the next
+                edge = int(time.time()) + 2  # the end of a second, at least one second away
+                time.sleep(edge - 0.3 - time.time())  # 300 ms before it
+                before = [http.get("/plants").status_code for _ in range(4)]
+                if time.time() < edge:
+                    break
+            else:
+                pytest.fail("no burst of four requests was over within 300 ms in five tries")
             time.sleep(edge + 0.05 - time.time())  # just past it
             after = [http.get("/plants").status_code for _ in range(4)]
     finally:
