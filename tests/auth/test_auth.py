@@ -205,9 +205,10 @@ def test_revoking_one_token_leaves_the_users_other_tokens_working(
 
 
 def test_an_expired_token_is_refused(client: TestClient, issue_token: IssueToken) -> None:
-    token = issue_token("erin", expires_in="1s")
+    token = issue_token("erin", expires_in="3s")  # room for a slow start of the command
+    expires_by = time.time() + 3.1
     assert client.get("/plants", headers=bearer(token)).status_code == 200
-    time.sleep(1.1)
+    time.sleep(max(0.0, expires_by - time.time()))
     for method, path, body in OPERATIONS:
         response = _request(client, method, path, body, bearer(token))
         assert_unauthorized(response, INVALID_TOKEN, token)
@@ -293,12 +294,16 @@ def test_tokens_of_different_users_see_different_plants(
 # --- over the wire: revocation reaches a running server within one second -------------------
 
 
-def _wait_for_refusal(http: httpx.Client, headers: dict[str, str], seconds: float) -> Response:
-    deadline = time.monotonic() + seconds
+def _refused_within_a_second(http: httpx.Client, headers: dict[str, str]) -> Response:
+    """Ask until refused; fail if a request *sent* a second or more after now was served. The
+    promise is the server's: a stalled host may delay an answer, and that is not its breach."""
+    revoked_at = time.monotonic()
     while True:
+        sent = time.monotonic() - revoked_at
         response = http.get("/plants", headers=headers)
-        if response.status_code != 200 or time.monotonic() >= deadline:
+        if response.status_code != 200:
             return response
+        assert sent < 1.0, f"a request sent {sent:.3f} s after the revocation was served"
         time.sleep(0.02)
 
 
@@ -312,11 +317,8 @@ def test_revocation_bites_a_running_server_within_one_second(live_server: LiveSe
         assert http.get("/plants", headers=headers).status_code == 200
         assert http.get("/plants", headers=headers).status_code == 200  # now surely cached
         run_cli(live_server.db_url, "token", "revoke", match.group(1))
-        revoked_at = time.monotonic()
-        response = _wait_for_refusal(http, headers, 1.0)
-        elapsed = time.monotonic() - revoked_at
+        response = _refused_within_a_second(http, headers)
         assert_unauthorized(response, INVALID_TOKEN, token)
-        assert elapsed <= 1.0 + 0.2, f"refused only after {elapsed:.3f}s"
         # and it stays refused
         assert_unauthorized(http.get("/plants", headers=headers), INVALID_TOKEN, token)
 
@@ -353,7 +355,7 @@ def test_revocation_by_listed_id_on_a_running_server(live_server: LiveServer) ->
             "revoke",
             str(_token_id(live_server.db_url, "revoke-by-list")),
         )
-        response = _wait_for_refusal(http, headers, 1.0)
+        response = _refused_within_a_second(http, headers)
         assert_unauthorized(response, INVALID_TOKEN, token)
         for method, path, body in OPERATIONS:
             assert_unauthorized(_request(http, method, path, body, headers), INVALID_TOKEN, token)
@@ -361,12 +363,13 @@ def test_revocation_by_listed_id_on_a_running_server(live_server: LiveServer) ->
 
 def test_expiry_bites_a_running_server(live_server: LiveServer) -> None:
     token = token_from_output(
-        run_cli(live_server.db_url, "token", "create", "expire-me", "--expires-in", "1s")
+        run_cli(live_server.db_url, "token", "create", "expire-me", "--expires-in", "3s")
     )
+    expires_by = time.time() + 3.1  # room for a slow start of the command above
     headers = bearer(token)
     with live_server.client() as http:
         assert http.get("/plants", headers=headers).status_code == 200
-        time.sleep(1.1)
+        time.sleep(max(0.0, expires_by - time.time()))
         assert_unauthorized(http.get("/plants", headers=headers), INVALID_TOKEN, token)
 
 

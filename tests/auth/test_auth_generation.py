@@ -67,8 +67,11 @@ def test_a_cached_token_is_refused_within_a_second_of_its_revocation(
             token_id = run_cli(url, "token", "list", "carol").splitlines()[1].split()[0]
             run_cli(url, "token", "revoke", token_id)
             revoked = time.monotonic()
-            while http.get("/plants", headers=bearer(token)).status_code == 200:
-                assert time.monotonic() - revoked < 1.0, "still served a second after"
+            while True:
+                sent = time.monotonic() - revoked  # sent, not answered: a host may stall
+                if http.get("/plants", headers=bearer(token)).status_code != 200:
+                    break
+                assert sent < 1.0, f"a request sent {sent:.3f} s after the revocation was served"
                 time.sleep(0.02)
     finally:
         stop_server(server)

@@ -180,6 +180,26 @@ def served_connection(server: LiveServer) -> http.client.HTTPConnection:
     return connection
 
 
+def wait_until_read(requests: list[SlowCreate], seconds: float = 10.0) -> None:
+    """Wait until the server has read all that ``requests`` sent so far (a fixed pause can be
+    too short on a stalled host): no server-side socket of theirs holds unread bytes."""
+    ports = {request.connection.sock.getsockname()[1] for request in requests}
+    deadline = time.monotonic() + seconds
+    while _unread_from(ports) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _unread_from(client_ports: set[int]) -> bool:
+    """Whether a socket whose peer is one of ``client_ports`` has bytes its process has not
+    read (``/proc/net/tcp``: the remote address, then ``tx_queue:rx_queue``, in hex)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote_port = int(fields[2].split(":")[1], 16)
+        if remote_port in client_ports and int(fields[4].split(":")[1], 16):
+            return True
+    return False
+
+
 class SlowCreate:
     """A create sent in two parts over a served connection: the head and the first bytes of
     the body now, the rest when ``finish`` is called. In between, the request is in flight."""
@@ -313,7 +333,8 @@ def test_sigterm_during_traffic_finishes_in_flight_requests_and_keeps_every_writ
         connections.extend(request.connection for request in slow)
         idle = served_connection(server)
         connections.append(idle)
-        time.sleep(0.3)  # the heads are read: those requests are in the app, awaiting bodies
+        wait_until_read(slow)  # the heads are read: those requests are in, awaiting bodies
+        time.sleep(0.1)  # and handed to the app
 
         signalled_at = time.monotonic()
         server.process.send_signal(signal.SIGTERM)

@@ -111,10 +111,26 @@ class Instrumented:
 
 
 def settled_scrape(metrics_url: str) -> httpx.Response:
-    """What the listener serves once the workers have written out what they hold (they write
-    every ``FLUSH_SECONDS``; this waits a few of those)."""
+    """What the listener serves once the workers have written out what they hold: they write
+    every ``FLUSH_SECONDS``, so the counts are settled once two scrapes a few of those apart
+    agree (a stalled host may hold a worker's write back past one)."""
     time.sleep(5 * FLUSH_SECONDS)
-    return httpx.get(metrics_url, timeout=10)
+    answer = httpx.get(metrics_url, timeout=10)
+    for _ in range(20):
+        time.sleep(5 * FLUSH_SECONDS)
+        again = httpx.get(metrics_url, timeout=10)
+        if _counts(again.text) == _counts(answer.text):
+            return again
+        answer = again
+    return answer
+
+
+_COUNTED = ("plantstore_http_requests_total", "plantstore_store_operation_duration_seconds_count")
+
+
+def _counts(exposition: str) -> list[str]:
+    """The request and store-operation counts the tests read."""
+    return [line for line in exposition.splitlines() if line.startswith(_COUNTED)]
 
 
 @contextmanager

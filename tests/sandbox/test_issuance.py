@@ -102,11 +102,17 @@ def test_the_purge_forgets_issues_past_the_window(tmp_path: Path) -> None:
     env = {**SANDBOX, "PLANTSTORE_SANDBOX_ISSUE_LIMIT": "2/second", "PLANTSTORE_SANDBOX_TTL": "10s"}
     server = start_server(db_url, tmp_path / "serve.log", **env)
     try:
-        assert [issue(server.base_url) for _ in range(3)] == [200, 200, 429]
+        for attempt in range(1, 6):  # three issues within the second; a stalled host retries
+            visitor = {"X-Forwarded-For": f"203.0.113.{attempt}"}
+            started = time.monotonic()
+            statuses = [issue(server.base_url, visitor) for _ in range(3)]
+            if time.monotonic() - started < 0.9:
+                break
+        assert statuses == [200, 200, 429]
         deadline = time.monotonic() + 10
         while rows(db_url, "SELECT count(*) FROM sandbox_issues") != [(0,)]:
             assert time.monotonic() < deadline, "old issues were never forgotten"
             time.sleep(0.2)
-        assert issue(server.base_url) == 200
+        assert issue(server.base_url, visitor) == 200
     finally:
         stop_server(server)

@@ -69,6 +69,8 @@ def test_no_more_connections_than_its_size_and_the_rest_wait_in_turn(
                 await asyncio.sleep(0.05)
                 lent -= 1
 
+        async with pool.lend(), pool.lend():
+            pass  # both connections made ahead: the first two asks take them in their order
         tasks = []
         for number in range(8):
             tasks.append(asyncio.create_task(borrow(number)))

@@ -35,8 +35,10 @@ class Answer:
     seconds: float
 
 
-def write_until(base_url: str, token: str, first_id: int, stop: threading.Event) -> list[Answer]:
-    answers: list[Answer] = []
+def write_until(
+    base_url: str, token: str, first_id: int, stop: threading.Event, answers: list[Answer]
+) -> None:
+    """Create plants until ``stop``, noting each answer in ``answers`` as it comes."""
     with httpx.Client(base_url=base_url, timeout=30) as http:
         plant_id = first_id
         while not stop.is_set():
@@ -54,7 +56,6 @@ def write_until(base_url: str, token: str, first_id: int, stop: threading.Event)
                 )
             )
             plant_id += 1
-    return answers
 
 
 @pytest.mark.skipif(pg.postgres_binaries() is None, reason="no PostgreSQL binaries here")
@@ -75,7 +76,7 @@ def test_a_promoted_standby_has_every_acknowledged_write(tmp_path: Path) -> None
         results: list[list[Answer]] = [[] for _ in range(WRITERS)]
 
         def writer(n: int) -> None:
-            results[n] = write_until(server.base_url, token, n * 10**9 + 1, stop)
+            write_until(server.base_url, token, n * 10**9 + 1, stop, results[n])
 
         threads = [threading.Thread(target=writer, args=(n,)) for n in range(WRITERS)]
         try:
@@ -86,7 +87,10 @@ def test_a_promoted_standby_has_every_acknowledged_write(tmp_path: Path) -> None
                 assert hooked.status_code == 200, hooked.text
             for thread in threads:
                 thread.start()
-            time.sleep(2)
+            warm_up = time.monotonic() + 30  # enough acknowledged writes to lose, however slow
+            while sum(a.status == 200 for r in results for a in r) < 150:
+                assert time.monotonic() < warm_up, "too few writes acknowledged before the switch"
+                time.sleep(0.1)
             primary.stop("immediate")
             killed = time.monotonic()
             time.sleep(1)

@@ -142,15 +142,20 @@ def test_concurrent_writes_share_commits_only_with_group_commit(
 
 
 def test_a_failing_write_fails_alone_within_its_group(db_path: Path) -> None:
-    release = threading.Event()
+    entered, release = threading.Event(), threading.Event()
+
+    def block(conn: sqlite3.Connection) -> None:
+        entered.set()
+        release.wait(10)
 
     async def scenario() -> tuple[list[CreateOutcome | BaseException], int, int]:
         store = open_store(db_path)
         await store.open()
         try:
             owner = await user_id(store)
-            blocker = asyncio.ensure_future(writer_of(store).submit(lambda conn: release.wait(10)))
-            await asyncio.sleep(0.05)  # the writer is now busy; the next jobs queue up together
+            blocker = asyncio.ensure_future(writer_of(store).submit(block))
+            # The writer is busy once the blocker runs; the next jobs queue up together.
+            assert await asyncio.to_thread(entered.wait, 10)
             before = writer_of(store).commits
             good = [store.plants.create_plant(owner, PlantRecord(i, "ok", None)) for i in range(5)]
             bad = store.plants.create_plant(owner + 1_000, PlantRecord(99, "no such user", None))
