@@ -6,7 +6,7 @@ SQLite file, and ``migrations/env.py`` takes a PostgreSQL advisory lock.
 
 A database already at ``SCHEMA_HEAD`` (every start but the first) is checked with one query,
 without importing Alembic and SQLAlchemy: loaded, they stayed in every server worker's memory
-for nothing (about 15 MB of each worker's RSS). ``tests/db/test_migrations.py`` holds
+for nothing (megabytes of each worker's RSS). ``tests/db/test_migrations.py`` holds
 ``SCHEMA_HEAD`` to Alembic's own head.
 """
 

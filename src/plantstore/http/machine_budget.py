@@ -6,8 +6,8 @@ mapping and one process-shared lock (a POSIX semaphore), which every worker (and
 granian forks later to replace one) inherits. The mapping holds a table of cells per kind of
 budget, a 64-bit key and its GCRA theoretical arrival time, found by open addressing; a spend
 reads and writes its key's cell under the lock. A worker remembers where each of its keys'
-cells is, so a spend is one lock, one clock read, one read and one write of 16 bytes: about a
-microsecond (``make bench``). The clock is ``CLOCK_MONOTONIC``, one for the whole machine.
+cells is, so a spend is one lock, one clock read, one read and one write of 16 bytes. The
+clock is ``CLOCK_MONOTONIC``, one for the whole machine.
 
 A worker killed while it holds the lock leaves it taken: the next spend waits ``STALE_LOCK_S``
 (no spend holds it for more than microseconds, or a thread switch), then takes it over and

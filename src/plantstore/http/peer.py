@@ -10,8 +10,8 @@ neither closed nor reset it.
 The kernel is asked for that one socket through netlink's ``sock_diag`` (what ``ss`` uses):
 one request and one answer, some microseconds, whatever the number of connections. Where
 netlink is refused (a sandbox that filters it), the kernel's whole table (``/proc/net/tcp``)
-is read instead, in a thread, at most ``CHECKS_PER_SECOND`` times a second (about 20 ms a
-read with 10,000 connections open); past that, a body cut short is taken for a client that
+is read instead, in a thread, at most ``CHECKS_PER_SECOND`` times a second (a read grows
+with the connections open); past that, a body cut short is taken for a client that
 left (the cheaper answer: none).
 """
 

@@ -5,7 +5,7 @@ most N, by a generic cell rate algorithm (GCRA). Under ``plantstore serve`` with
 workers, every worker of the machine spends one budget, kept in shared memory
 (``machine_budget.py``); in a single process ``Budget`` keeps it in memory: one float per key
 and no lock, clock read or timer beyond one ``monotonic()``, where the ``limits`` library's
-memory storage cost a tenth of a list request. With ``PLANTSTORE_REDIS_URL`` set,
+memory storage cost a noticeable share of a list request. With ``PLANTSTORE_REDIS_URL`` set,
 every instance spends the same budget through the ``limits`` library's Redis storage instead,
 as a moving window (never more than N in any period: a fixed window admitted up to 2N across
 its edge). An address that has failed authentication too often is refused (429) before

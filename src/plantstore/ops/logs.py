@@ -132,7 +132,7 @@ class JSONLines:
     """Writes access lines as JSON, gathered for up to ``FLUSH_SECONDS``.
 
     A write per request, or even per pass of the event loop, was the kernel's work on the
-    worker's core (measured: 8 to 35 µs of a list request's CPU with the log on). Lines are
+    worker's core, a large share of a list request's CPU with the log on. Lines are
     kept instead and written together: one timestamp, one encoding call and one write when
     the first of them is ``FLUSH_SECONDS`` old or ``MAX_LINES`` are waiting, and at shutdown
     (``flush``). A line is late by at most that, and its ``timestamp`` is the flush's (so up

@@ -1,7 +1,7 @@
 """What one webhook attempt got, and how long an attempt may take.
 
 Apart from ``client`` so that the dispatcher, the retry rules and the attempt log need not
-import aiohttp: it loads with a process's first delivery, not in every worker (about 10 MB).
+import aiohttp: it loads with a process's first delivery, not in every worker.
 """
 
 from __future__ import annotations

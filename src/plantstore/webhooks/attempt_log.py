@@ -2,7 +2,7 @@
 
 Lines go through the access log's writer (``logs.JSONLines``: gathered and written together),
 not through ``logging``: a backlog is sent at thousands of attempts a second on the API's own
-core, and a ``logging`` record cost as much as the HTTP attempt itself.
+core, and a ``logging`` record cost about as much as the HTTP attempt itself.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ class JwtCallers:
         assert settings.jwt_issuer is not None
         assert settings.jwt_audience is not None
         # Imported here: the JOSE library, cryptography and aiohttp load only in services that
-        # take JWTs (about 8 MB of every worker otherwise).
+        # take JWTs (megabytes of every worker otherwise).
         from .jwks import JwksCache
         from .verifier import JwtVerifier
 

@@ -4,9 +4,8 @@
 their transactions one at a time. Left to SQLite, a waiter sleeps in its busy handler (up to
 100 ms between tries, never woken when the lock frees). Polling instead is quicker but not
 fair: a busy writer commits and takes the lock again within microseconds, so a poller can
-miss every window, and its requests wait for seconds (measured: create p99 1 s with two
-workers). So waiters announce themselves, and a writer lets a waiter in before it begins
-again:
+miss every window, and its requests wait for as long as a second. So waiters announce
+themselves, and a writer lets a waiter in before it begins again:
 
 - A writer refused the lock holds a shared ``flock`` on a file beside the database
   (``<database>-writers``) until it gets the lock, and tries again every 0.2 ms at first and
