@@ -33,7 +33,7 @@ class CopyFigures:
     peak_rss_mb: float
 
     def summary(self) -> list[str]:
-        verdict = "met" if self.seconds <= TARGET_SECONDS * self.plants / 10**6 else "missed"
+        verdict = "met" if self.seconds <= TARGET_SECONDS * self.plants / 10**6 else "NOT MET"
         return [
             f"{self.plants:,} plants SQLite -> PostgreSQL in {self.seconds:.1f} s "
             f"({self.plants / self.seconds:,.0f} plants/s), peak RSS {self.peak_rss_mb:.0f} MB; "

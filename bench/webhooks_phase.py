@@ -52,7 +52,7 @@ class WebhookFigures:
         if none and dropped:
             lines.append(f"creates, no subscriber / triggers dropped: {none / dropped:.2f}")
         if none and one:
-            verdict = "met" if one / none >= 0.8 else "MISSED"
+            verdict = "met" if one / none >= 0.8 else "NOT MET"
             lines.append(
                 f"creates, one subscriber / no subscriber: {one / none:.2f} (>= 0.80: {verdict})"
             )
@@ -61,7 +61,7 @@ class WebhookFigures:
                 f"last event of the create run delivered {self.drain_after_load:.1f}s after it"
             )
         if self.delivered_per_second is not None:
-            verdict = "met" if self.delivered_per_second >= 2000 else "MISSED"
+            verdict = "met" if self.delivered_per_second >= 2000 else "NOT MET"
             lines.append(
                 f"delivered: {self.delivered_per_second:,.0f} events/s "
                 f"({self.backlog:,} queued; >= 2,000/s: {verdict})"

@@ -37,7 +37,17 @@ def markdown(payload: dict[str, Any], results_name: str) -> str:
     for target in payload.get("targets", []):
         cells = (target["name"], target["goal"], target["measured"], target["verdict"])
         lines.append("| " + " | ".join(str(cell).replace("|", "/") for cell in cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + _phase_lines(payload))
+
+
+def _phase_lines(payload: dict[str, Any]) -> list[str]:
+    """The webhooks and copy phases' figures and their targets, as each phase words them."""
+    found = [
+        f"- {title}: " + "; ".join(payload[key]) + "."
+        for title, key in (("Webhooks", "webhooks"), ("`plantstore db copy`", "db_copy"))
+        if payload.get(key)
+    ]
+    return ["", "The same run's webhooks and copy phases:", "", *found] if found else []
 
 
 def _peer_versions(payload: dict[str, Any]) -> list[str]:
