@@ -158,7 +158,8 @@ def test_a_sigkilled_owner_hands_the_writer_on_within_two_seconds(tmp_path: Path
     served = [sent for sent, status in after if status == 200]
     assert served, f"no create succeeded after the kill: {statuses}"
     print(f"first create served {min(served) - killed_at:.3f} s after the kill; {statuses}")
-    assert min(served) - killed_at < 2.0, "writes did not resume within 2 s of the kill"
+    # Writing again within 2 s: every create sent from then on is made. (When the first one
+    # was sent is printed, not asserted: a stalled client may send none for a while.)
     late = [status for sent, status in after if sent > killed_at + 2.0]
     assert late, "no create was sent 2 s after the kill"
     assert set(late) == {200}, Counter(late)
