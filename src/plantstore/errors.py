@@ -9,8 +9,9 @@
       RequestTimeout                408  the body did not arrive within the body deadline
       Conflict                      409  same id, different plant
       PayloadTooLarge               413
-      UnsupportedMediaType          415
+      UnsupportedMediaType          415  not JSON, or a body in a content coding (gzip, …)
       TooManyRequests               429  a rate limit is spent (with Retry-After)
+      TransferCodingNotImplemented  501  a body in a transfer coding other than chunked
       StoreUnavailable              503  the database cannot be reached (with Retry-After)
       KeysUnavailable               503  no key for a JWT: the provider's JWKS cannot be fetched
 
@@ -98,6 +99,10 @@ class PayloadTooLarge(PlantstoreError):
 
 class UnsupportedMediaType(PlantstoreError):
     status = 415
+
+
+class TransferCodingNotImplemented(PlantstoreError):
+    status = 501
 
 
 class StoreUnavailable(PlantstoreError):

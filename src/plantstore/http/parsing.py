@@ -12,9 +12,16 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
+from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 
-from ..errors import BadRequest, PayloadTooLarge, RequestTimeout, UnsupportedMediaType
+from ..errors import (
+    BadRequest,
+    PayloadTooLarge,
+    RequestTimeout,
+    TransferCodingNotImplemented,
+    UnsupportedMediaType,
+)
 from .peer import client_still_there
 
 T = TypeVar("T")
@@ -67,9 +74,50 @@ def check_content_type(values: list[str]) -> None:
         )
 
 
+def check_body_codings(headers: Headers) -> None:
+    """Refuse a body the service would not read as sent: one in a content coding (415, with
+    ``Accept-Encoding: identity``, RFC 9110 section 15.5.16) or in a transfer coding besides
+    chunked (501, RFC 9112 section 6.1). granian undoes only the chunked framing, so such a
+    body would be decoded as JSON in its coding: a gzipped plant refused as "not valid JSON",
+    and a plain one that claims to be gzipped stored."""
+    for name, _ in headers.raw:  # one pass over the names: nearly every request names neither
+        if name in _CODING_HEADERS:
+            break
+    else:
+        return
+    content = _codings(headers.getlist("content-encoding")) - {"identity"}
+    if content:
+        raise UnsupportedMediaType(
+            f"Content-Encoding {', '.join(sorted(content))} is not supported: "
+            "send the body uncompressed",
+            {"Accept-Encoding": "identity"},
+        )
+    transfer = _codings(headers.getlist("transfer-encoding")) - {"chunked"}
+    if transfer:
+        raise TransferCodingNotImplemented(
+            f"Transfer-Encoding {', '.join(sorted(transfer))} is not supported: "
+            "send the body with Content-Length or chunked alone"
+        )
+
+
+_CODING_HEADERS = frozenset({b"content-encoding", b"transfer-encoding"})
+
+
+def _codings(values: list[str]) -> set[str]:
+    """The codings named by a coding header's lines (comma-separated, any case)."""
+    return {
+        coding.strip(_OWS).lower()
+        for value in values
+        for coding in value.split(",")
+        if coding.strip(_OWS)
+    }
+
+
 async def read_body(request: Request, max_bytes: int, timeout: float) -> bytes:
-    """Return the body, refusing (413) once it passes ``max_bytes`` without reading the rest,
-    and (408) when it has not arrived whole within ``timeout`` seconds."""
+    """Return the body, refusing (415, 501) one in a coding it cannot read, (413) once it
+    passes ``max_bytes`` without reading the rest, and (408) when it has not arrived whole
+    within ``timeout`` seconds."""
+    check_body_codings(request.headers)
     declared = request.headers.get("content-length", "")
     if declared.isascii() and declared.isdigit() and whole_number(declared) > max_bytes:
         raise PayloadTooLarge(f"the request body is larger than {max_bytes} bytes")

@@ -111,7 +111,13 @@ _CREATE = {
         ),
         "409": error("The caller already has a different plant with this id."),
         "413": error("The body is larger than the configured limit (64 KiB by default)."),
-        "415": error("Content-Type is not application/json (optionally charset=utf-8)."),
+        "415": error(
+            "Content-Type is not application/json (optionally charset=utf-8), or the body "
+            "is sent in a content coding (Content-Encoding): send it uncompressed."
+        ),
+        "501": error(
+            "The body is sent in a transfer coding other than chunked (Transfer-Encoding)."
+        ),
     },
 }
 

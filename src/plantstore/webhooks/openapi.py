@@ -27,7 +27,11 @@ SCHEMAS = [NewWebhook, WebhookCreated, Webhook, Delivery, RedeliverSince, Redeli
 _BODY_ERRORS = {
     "408": _error("The body did not arrive within the body deadline; nothing was done."),
     "413": _error("The body is larger than the configured limit (64 KiB by default)."),
-    "415": _error("Content-Type is not application/json (optionally charset=utf-8)."),
+    "415": _error(
+        "Content-Type is not application/json (optionally charset=utf-8), or the body is "
+        "sent in a content coding (Content-Encoding): send it uncompressed."
+    ),
+    "501": _error("The body is sent in a transfer coding other than chunked (Transfer-Encoding)."),
 }
 
 
