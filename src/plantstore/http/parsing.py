@@ -1,4 +1,4 @@
-"""Reading a request's parts strictly: the body (415/413/400), the query and path ids.
+"""Reading a request's parts strictly: the body (415/501/413/400), the query and path ids.
 
 Each feature decodes its own bodies with ``decode_strict`` and its msgspec decoder.
 """
@@ -74,6 +74,9 @@ def check_content_type(values: list[str]) -> None:
         )
 
 
+_CODING_HEADERS = frozenset({b"content-encoding", b"transfer-encoding"})
+
+
 def check_body_codings(headers: Headers) -> None:
     """Refuse a body the service would not read as sent: one in a content coding (415, with
     ``Accept-Encoding: identity``, RFC 9110 section 15.5.16) or in a transfer coding besides
@@ -98,9 +101,6 @@ def check_body_codings(headers: Headers) -> None:
             f"Transfer-Encoding {', '.join(sorted(transfer))} is not supported: "
             "send the body with Content-Length or chunked alone"
         )
-
-
-_CODING_HEADERS = frozenset({b"content-encoding", b"transfer-encoding"})
 
 
 def _codings(values: list[str]) -> set[str]:
