@@ -12,13 +12,9 @@ import socket
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, assert_error
+from tests.conftest import LiveServer, assert_error, bearer
 
 LIMIT = 65_536
-
-
-def bearer(server: LiveServer) -> dict[str, str]:
-    return {"Authorization": f"Bearer {server.token}"}
 
 
 def plant(name: str) -> bytes:
@@ -27,7 +23,7 @@ def plant(name: str) -> bytes:
 
 def names(server: LiveServer) -> set[str]:
     with server.client() as http:
-        response = http.get("/plants", headers=bearer(server), params={"limit": 1000})
+        response = http.get("/plants", headers=bearer(server.token), params={"limit": 1000})
     assert response.status_code == 200, response.text
     return {found["name"] for found in response.json()}
 
@@ -40,7 +36,7 @@ def post(
             path,
             content=body,
             headers={
-                **bearer(server),
+                **bearer(server.token),
                 "Content-Type": "application/json",
                 "Content-Encoding": coding,
                 **headers,
@@ -80,7 +76,7 @@ def test_a_compressed_subscription_is_a_415(live_server: LiveServer) -> None:
     response = post(live_server, gzip.compress(body), "gzip", path="/webhooks")
     assert_error(response, 415)
     with live_server.client() as http:
-        listed = http.get("/webhooks", headers=bearer(live_server)).json()
+        listed = http.get("/webhooks", headers=bearer(live_server.token)).json()
     assert all(found["url"] != "https://example.com/hook" for found in listed)
 
 
