@@ -7,6 +7,11 @@ The tokens are written straight into the file (users, hashed tokens, twenty plan
 as ``plantstore token create`` would store them; their secrets go to a file that wrk's
 ``list_many.lua`` reads at start. The server is the main phase's, pinned the same way.
 
+Both runs go through ``list_many.lua``, the one-token run with a file of that one token, so
+that wrk does the same work for each request of either and the ratio is the server's alone
+(wrk's plain requests, for the one token only, cost the client less than a script's, and a
+faster client lets the server answer more requests a pass).
+
 The two runs alternate over ``--rounds`` rounds (one token, many, one, many, ...), each round
 on a fresh server of the same file, each ratio within its round, so that a drift of the
 machine falls on both; the target is their median, with their range.
@@ -154,23 +159,33 @@ def callers_phase(options: Options, tokens: int, rounds: int = 3) -> CallersFigu
         )
     conn.close()
     rotation = {"PLANTSTORE_BENCH_TOKENS_FILE": str(tokens_file)}
+    alone = options.workdir / "callers-one-token.txt"
+    alone.write_text(token + "\n")
+    single = {"PLANTSTORE_BENCH_TOKENS_FILE": str(alone)}
     played = [
-        _one_round(options, url, token, tokens, rotation, number) for number in range(1, rounds + 1)
+        _one_round(options, url, token, tokens, (single, rotation), number)
+        for number in range(1, rounds + 1)
     ]
     return CallersFigures(tokens, played)
 
 
 def _one_round(
-    options: Options, url: str, token: str, tokens: int, rotation: dict[str, str], number: int
+    options: Options,
+    url: str,
+    token: str,
+    tokens: int,
+    files: tuple[dict[str, str], dict[str, str]],
+    number: int,
 ) -> CallersRound:
     """One token, then many, on a server of its own: a token the server looked up is read
-    again after ``CACHE_AGE_SECONDS`` (30 s), and a round ends before any does."""
+    again after ``CACHE_AGE_SECONDS`` (30 s), and a round ends before any does. ``files``
+    names the one-token file, then the many tokens', for ``list_many.lua``."""
+    single, rotation = files
     server = start_service(options, f"callers-{number}", url, token)
     try:
         warm_up(server, options)
-        one = measure(
-            server, Load(path=LIST_10), options, f"callers_1_r{number}", "list 10, 1 token"
-        )
+        one_load = Load(path=LIST_10, script="list_many.lua", env=single)
+        one = measure(server, one_load, options, f"callers_1_r{number}", "list 10, 1 token")
         # A service with many callers has seen each of them lately: two seconds of the
         # rotation first (every token once or more), as the one-token run had its warm-up.
         run_wrk(
