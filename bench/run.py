@@ -3,8 +3,8 @@
 Seeds a fresh SQLite file (1,000 users x 1,000 plants, plus the bench user's own), serves it
 with ``plantstore serve`` pinned to one core and drives it with wrk (32 connections, one thread)
 pinned to another: list 10, list 100, create, delete, an 80/10/10 mix, list 10 paced at half its
-flat-out rate, the same paced load on a small file and on the bare reference app, creates with
-group commit off. Then the peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI +
+flat-out rate, the same paced load on a small file and on the bare reference app (the big
+file's and the bare app's in rounds, alternating), creates with group commit off. Then the peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI +
 sqlite3 and a naive Starlette app, on the same pinning and data. The bare reference app under
 the same granian, measured before and after all that, is the ceiling rates are shown against.
 Then SQLite with ``--workers 1`` against ``--workers 2`` on one file, unpinned
@@ -49,6 +49,7 @@ from speed.peer_phase import (
 from speed.phases import (
     PG_LABEL,
     group_commit_off,
+    paced_rounds,
     postgres,
     reference,
     reference_paced,
@@ -99,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--peer-rounds",
         type=int,
         default=None,
-        help="interleaved rounds of the peers and of the many-callers phase (3)",
+        help="interleaved rounds of the peers, the paced tail and the many-callers phase (3)",
     )
     parser.add_argument("--profile", action="store_true", help="py-spy during list 10, create")
     parser.add_argument(
@@ -159,6 +160,7 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
     rows += main_rows
     rows.append(sqlite_small(options, layout, half_rate(main_rows[0])))
     rows.append(reference_paced(options, token, half_rate(main_rows[0])))
+    rows += paced_rounds(options, url, token, half_rate(main_rows[0]), args.peer_rounds)
     rows.append(group_commit_off(options, url, token))
     sampled = None
     if not (args.profile or args.skip_stages):  # --profile samples the rows themselves

@@ -57,6 +57,34 @@ def reference_paced(options: Options, token: str, rate: int) -> Measurement:
         server.stop()
 
 
+def paced_rounds(
+    options: Options, url: str, token: str, rate: int, rounds: int
+) -> list[Measurement]:
+    """Rounds 2 to ``rounds`` of the paced tail, each a fresh server of the big file at
+    ``rate`` and then the bare app at the same rate (``sqlite_main`` and ``reference_paced``
+    measured round 1). A p99 moves more from run to run than a rate does, so its target
+    takes the median of the rounds, with their range, as the ratios do."""
+    rows = []
+    for number in range(2, rounds + 1):
+        server = start_service(options, f"sqlite-paced-{number}", url, token)
+        try:
+            warm_up(server, options)
+            label = f"list 10 paced, big db, round {number}"
+            rows.append(measure(server, paced(rate), options, f"list10_paced_r{number}", label))
+            rows[-1].note = f"paced at {rate:,}/s"
+        finally:
+            server.stop()
+        bare = start_reference(options, token, echo=True)
+        try:
+            warm_up(bare, options)
+            label = f"reference app, paced, round {number}"
+            rows.append(measure(bare, paced(rate), options, f"ref_paced_r{number}", label))
+            rows[-1].note = f"paced at {rate:,}/s, the rate of list 10 paced"
+        finally:
+            bare.stop()
+    return rows
+
+
 def sqlite_main(options: Options, layout: Layout, url: str, token: str) -> list[Measurement]:
     """Every flat-out scenario, plus list 10 paced at half its flat-out rate, on the big file."""
     stored = count_plants(sqlite_path(url))

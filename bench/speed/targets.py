@@ -7,7 +7,8 @@ passing or failing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lib.measure import Measurement
@@ -46,7 +47,7 @@ def targets(
         _list_share(rows.get("list10"), top),
         _at_least("durable creates, 32 conns, 1 process", rows.get("create"), 8_000),
         _group_commit_gain(rows.get("create"), rows.get("create_no_group_commit")),
-        _paced_p99(rows.get("list10_paced"), rows.get("ref_paced")),
+        _paced_p99(_rounds(rows, "list10_paced"), _rounds(rows, "ref_paced")),
         _stored_ratio(rows.get("list10_paced"), rows.get("list10_paced_small")),
         _at_least("PostgreSQL --workers 2, list 10", rows.get("pg_list10"), 10_000),
         _at_least("PostgreSQL --workers 2, creates", rows.get("pg_create"), 5_000),
@@ -92,42 +93,76 @@ def _group_commit_gain(on: Measurement | None, off: Measurement | None) -> Targe
     return check("creates, group commit on vs off", ">= 4x", [on, off], judge)
 
 
-def _paced_p99(row: Measurement | None, bare: Measurement | None) -> Target:
-    """Judged on latency from each request's due time: a send delayed by a stall counts.
+def _rounds(rows: dict[str, Measurement], key: str) -> list[Measurement | None]:
+    """A paced row's rounds: round 1 under ``key``, the others under ``key_r2``, ``key_r3``…"""
+    more = sorted((name for name in rows if name.startswith(f"{key}_r")), key=_round_number)
+    return [rows.get(key), *(rows[name] for name in more)]
+
+
+def _round_number(key: str) -> int:
+    return int(key.rsplit("_r", 1)[1])
+
+
+def _paced_p99(rows: list[Measurement | None], bare: list[Measurement | None]) -> Target:
+    """Judged on latency from each request's due time: a send delayed by a stall counts. The
+    rounds' median p99 against the goal, unsettled when their range straddles it.
 
     Beside it, what explains it: how busy the server kept its core at that rate (CPU per
-    request times the rate), and the bare reference app's p99 at the same rate (``bare``),
-    the tail that granian and this machine allow there.
+    request times the rate), and the bare reference app's p99 at that rate in the same rounds
+    (``bare``), the tail that granian and this machine allow there.
     """
+    name, goal = "list 10 p99 at half the max rate", f"<= {P99_PACED_MS:g} ms"
+    measured = [row for row in rows if row is not None and row.result is not None]
+    if not measured:
+        why = next((row.note for row in rows if row is not None), "")
+        return Target(name, goal, why or "not run", None)
+    tails = _schedule_p99s(measured)
+    if len(tails) < len(measured):
+        sent = ", ".join(f"{row.result.p99_ms:.2f}" for row in measured if row.result)
+        why = f"not measured from the schedule in every round (p99 from the send {sent} ms)"
+        return Target(name, goal, why, None)
+    median, low, high = statistics.median(tails), min(tails), max(tails)
+    first = measured[0]
+    assert first.result is not None
+    rounds = f"over {len(tails)} round{'s' * (len(tails) > 1)}"
+    text = (
+        f"p99 {median:.2f} ms [{low:.2f}-{high:.2f}] from the schedule {rounds} at "
+        f"{first.result.rate:,.0f}/s achieved ({first.note}){_paced_context(measured, bare)}"
+    )
+    settled = high <= P99_PACED_MS or low > P99_PACED_MS
+    return Target(name, goal, text, median <= P99_PACED_MS, settled)
 
-    def judge(results: list[WrkResult]) -> tuple[str, bool | None]:
-        paced, schedule = results[0], results[0].schedule
-        if schedule is None or schedule.unmatched:
-            missing = "no schedule line" if schedule is None else f"{schedule.unmatched} unmatched"
-            sent = f"from the send, p99 {paced.p99_ms:.2f} ms"
-            return f"not measured from the schedule ({missing}); {sent}", None
-        measured = (
-            f"p99 {schedule.p99_ms:.2f} ms from the schedule ({paced.p99_ms:.2f} from the send) "
-            f"at {paced.rate:,.0f}/s achieved ({row.note if row is not None else ''})"
-            f"{_paced_context(row, bare)}"
-        )
-        return measured, schedule.p99_ms <= P99_PACED_MS
 
-    return check("list 10 p99 at half the max rate", f"<= {P99_PACED_MS:g} ms", [row], judge)
+def _schedule_p99s(rows: Sequence[Measurement | None]) -> list[float]:
+    """The p99s from the schedule of the rounds that measured one with every answer matched."""
+    return [
+        row.result.schedule.p99_ms
+        for row in rows
+        if row is not None
+        and row.result is not None
+        and row.result.schedule is not None
+        and not row.result.schedule.unmatched
+    ]
 
 
-def _paced_context(row: Measurement | None, bare: Measurement | None) -> str:
+def _paced_context(rows: list[Measurement], bare: list[Measurement | None]) -> str:
     """What explains the paced tail, as far as it was measured: "; server 73 % of a core busy
-    (104 µs a request); the bare reference app's p99 at that rate 1.05 ms"."""
+    (104 µs a request, the rounds' median); the bare reference app's p99 at that rate
+    1.05 ms [0.98-1.20]"."""
+    busy = [
+        (row.cpu_us_per_request * row.result.rate / 1e6, row.cpu_us_per_request)
+        for row in rows
+        if row.result is not None and row.cpu_us_per_request
+    ]
     parts = []
-    if row is not None and row.result is not None and row.cpu_us_per_request:
-        busy = row.cpu_us_per_request * row.result.rate / 1e6
-        parts.append(
-            f"server {100 * busy:.0f} % of a core busy ({row.cpu_us_per_request:.0f} µs a request)"
-        )
-    floor = bare.result.schedule if bare is not None and bare.result is not None else None
-    if floor is not None and not floor.unmatched:
-        parts.append(f"the bare reference app's p99 at that rate {floor.p99_ms:.2f} ms")
+    if busy:
+        share, cpu = sorted(busy)[(len(busy) - 1) // 2]
+        parts.append(f"server {100 * share:.0f} % of a core busy ({cpu:.0f} µs a request)")
+    floors = _schedule_p99s(bare)
+    if floors:
+        middle, low, high = statistics.median(floors), min(floors), max(floors)
+        spread = f" [{low:.2f}-{high:.2f}]" if len(floors) > 1 else ""
+        parts.append(f"the bare reference app's p99 at that rate {middle:.2f} ms{spread}")
     return "".join(f"; {part}" for part in parts)
 
 
