@@ -44,15 +44,24 @@ def reference(options: Options, token: str, key: str, label: str) -> Measurement
         server.stop()
 
 
-def reference_paced(options: Options, token: str, rate: int) -> Measurement:
+def reference_paced(options: Options, token: str, rate: int, key: str = "ref_paced") -> Measurement:
     """The bare app at the paced list's rate: the tail granian and this machine allow there,
     beside which the service's own tail can be read."""
     server = start_reference(options, token, echo=True)
+    note = f"paced at {rate:,}/s, the rate of list 10 paced"
+    return _paced_run(server, options, rate, (key, "reference app, paced"), note)
+
+
+def _paced_run(
+    server: Server, options: Options, rate: int, row: tuple[str, str], note: str
+) -> Measurement:
+    """``server`` warmed up, then list 10 paced at ``rate`` as the row (key, label), then
+    stopped."""
     try:
         warm_up(server, options)
-        row = measure(server, paced(rate), options, "ref_paced", "reference app, paced")
-        row.note = f"paced at {rate:,}/s, the rate of list 10 paced"
-        return row
+        measured = measure(server, paced(rate), options, *row)
+        measured.note = note
+        return measured
     finally:
         server.stop()
 
@@ -67,21 +76,9 @@ def paced_rounds(
     rows = []
     for number in range(2, rounds + 1):
         server = start_service(options, f"sqlite-paced-{number}", url, token)
-        try:
-            warm_up(server, options)
-            label = f"list 10 paced, big db, round {number}"
-            rows.append(measure(server, paced(rate), options, f"list10_paced_r{number}", label))
-            rows[-1].note = f"paced at {rate:,}/s"
-        finally:
-            server.stop()
-        bare = start_reference(options, token, echo=True)
-        try:
-            warm_up(bare, options)
-            label = f"reference app, paced, round {number}"
-            rows.append(measure(bare, paced(rate), options, f"ref_paced_r{number}", label))
-            rows[-1].note = f"paced at {rate:,}/s, the rate of list 10 paced"
-        finally:
-            bare.stop()
+        key, label = f"list10_paced_r{number}", f"list 10 paced, big db, round {number}"
+        rows.append(_paced_run(server, options, rate, (key, label), f"paced at {rate:,}/s"))
+        rows.append(reference_paced(options, token, rate, f"ref_paced_r{number}"))
     return rows
 
 
