@@ -4,8 +4,9 @@ Seeds a fresh SQLite file (1,000 users x 1,000 plants, plus the bench user's own
 with ``plantstore serve`` pinned to one core and drives it with wrk (32 connections, one thread)
 pinned to another: list 10, list 100, create, delete, an 80/10/10 mix, list 10 paced at half its
 flat-out rate, the same paced load on a small file and on the bare reference app (the big
-file's and the bare app's in rounds, alternating), creates with group commit off. Then the peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI +
-sqlite3 and a naive Starlette app, on the same pinning and data. The bare reference app under
+file's and the bare app's in rounds, alternating), creates with group commit off. Then the
+peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI + sqlite3 and a naive
+Starlette app, on the same pinning and data. The bare reference app under
 the same granian, measured before and after all that, is the ceiling rates are shown against.
 Then SQLite with ``--workers 1`` against ``--workers 2`` on one file, unpinned
 (speed/workers_phase.py), and the write ceiling of that file. Then list 10 with a JWT beside
