@@ -124,14 +124,10 @@ def sqlite_small(options: Options, layout: Layout, rate: int) -> Measurement:
     url, token = fresh_sqlite(options, "small", layout.small)
     stored = count_plants(sqlite_path(url))
     server = start_service(options, "sqlite-small", url, token)
-    try:
-        warm_up(server, options)
-        row = measure(server, paced(rate), options, "list10_paced_small", "list 10 paced, small db")
-        row.note = f"paced at {rate:,}/s; only the bench user's {stored:,} plants stored"
-        row.stored_plants = stored
-        return row
-    finally:
-        server.stop()
+    note = f"paced at {rate:,}/s; only the bench user's {stored:,} plants stored"
+    row = _paced_run(server, options, rate, ("list10_paced_small", "list 10 paced, small db"), note)
+    row.stored_plants = stored
+    return row
 
 
 def group_commit_off(options: Options, url: str, token: str) -> Measurement:
