@@ -54,19 +54,19 @@ class OidcProvider:
         """Start it; return the ``kid`` of its fresh signing key.
 
         A start that does not serve within ``START_WAIT`` is killed and tried again on the
-        same port: once in CI a node process stalled for over 30 s between loading its modules
-        and listening, a hiccup of the host rather than of the provider or of plantstore.
+        same port: a loaded host has stalled a node process for over 30 s between loading its
+        modules and listening, a hiccup of the host rather than of the provider or plantstore.
         """
-        for _ in range(START_TRIES - 1):
+        for _ in range(START_TRIES):
             kid = self._start_once()
             if kid is not None:
                 return kid
             assert self.process is not None
             self.process.kill()  # a stalled process may not heed SIGTERM
             self.process.wait()
-        kid = self._start_once()
-        assert kid is not None, self.log_path.read_text()
-        return kid
+        raise AssertionError(
+            f"no start served in {START_TRIES} tries:\n{self.log_path.read_text()}"
+        )
 
     def _start_once(self) -> str | None:
         node = shutil.which("node")
