@@ -159,9 +159,10 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
     print("SQLite, one process, server and wrk pinned", flush=True)
     main_rows = sqlite_main(options, layout, url, token)
     rows += main_rows
-    rows.append(sqlite_small(options, layout, half_rate(main_rows[0])))
-    rows.append(reference_paced(options, token, half_rate(main_rows[0])))
-    rows += paced_rounds(options, url, token, half_rate(main_rows[0]), args.peer_rounds)
+    rate = half_rate(main_rows[0])  # the paced runs' one rate
+    rows.append(sqlite_small(options, layout, rate))
+    rows.append(reference_paced(options, token, rate))
+    rows += paced_rounds(options, url, token, rate, args.peer_rounds)
     rows.append(group_commit_off(options, url, token))
     sampled = None
     if not (args.profile or args.skip_stages):  # --profile samples the rows themselves

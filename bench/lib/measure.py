@@ -8,6 +8,7 @@ limits the rate.
 from __future__ import annotations
 
 import resource
+import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -172,3 +173,10 @@ def _children_cpu_seconds() -> float:
 def not_run(key: str, label: str, why: str) -> Measurement:
     """A row kept in the report, so a skipped scenario is visible rather than missing."""
     return Measurement(key=key, scenario=label, result=None, pinned=False, note=f"not run: {why}")
+
+
+def median_and_range(values: list[float]) -> tuple[float, float, float] | None:
+    """A figure over rounds: the median, the lowest and the highest (None if none ran)."""
+    if not values:
+        return None
+    return statistics.median(values), min(values), max(values)

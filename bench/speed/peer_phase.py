@@ -15,7 +15,6 @@ reported over the rounds as its median and range.
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import urllib.error
 import urllib.request
@@ -160,12 +159,6 @@ def round_ratios(ours: Contender, theirs: Contender, key: str) -> list[float]:
         for a, b in zip(mine, yours, strict=False)
         if a.result and b.result and b.result.good_rate
     ]
-
-
-def median_and_range(values: list[float]) -> tuple[float, float, float] | None:
-    if not values:
-        return None
-    return statistics.median(values), min(values), max(values)
 
 
 def not_run_contenders(backend: str, why: str) -> list[Contender]:

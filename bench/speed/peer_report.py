@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from lib.measure import median_and_range
 from speed.peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer
 from speed.peer_phase import (
     PLANTSTORE,
     POSTGRES,
     SQLITE,
     Contender,
-    median_and_range,
     round_ratios,
 )
 from speed.targets import Target

@@ -7,11 +7,10 @@ passing or failing.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lib.measure import Measurement
+from lib.measure import Measurement, median_and_range
 from lib.wrk import WrkResult
 
 BIG_TABLE = 1_000_000  # the "1M stored" of the stored-rows target
@@ -117,11 +116,12 @@ def _paced_p99(rows: list[Measurement | None], bare: list[Measurement | None]) -
         why = next((row.note for row in rows if row is not None), "")
         return Target(name, goal, why or "not run", None)
     tails = _schedule_p99s(measured)
-    if len(tails) < len(measured):
+    span = median_and_range(tails)
+    if span is None or len(tails) < len(measured):
         sent = ", ".join(f"{row.result.p99_ms:.2f}" for row in measured if row.result)
         why = f"not measured from the schedule in every round (p99 from the send {sent} ms)"
         return Target(name, goal, why, None)
-    median, low, high = statistics.median(tails), min(tails), max(tails)
+    median, low, high = span
     first = measured[0]
     assert first.result is not None
     rounds = f"over {len(tails)} round{'s' * (len(tails) > 1)}"
@@ -159,8 +159,9 @@ def _paced_context(rows: list[Measurement], bare: list[Measurement | None]) -> s
         share, cpu = sorted(busy)[(len(busy) - 1) // 2]
         parts.append(f"server {100 * share:.0f} % of a core busy ({cpu:.0f} µs a request)")
     floors = _schedule_p99s(bare)
-    if floors:
-        middle, low, high = statistics.median(floors), min(floors), max(floors)
+    floor = median_and_range(floors)
+    if floor is not None:
+        middle, low, high = floor
         spread = f" [{low:.2f}-{high:.2f}]" if len(floors) > 1 else ""
         parts.append(f"the bare reference app's p99 at that rate {middle:.2f} ms{spread}")
     return "".join(f"; {part}" for part in parts)
