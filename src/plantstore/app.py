@@ -124,9 +124,11 @@ def _create(settings: Settings, *, freeze_after_start: bool = False) -> tuple[Ob
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await asyncio.to_thread(upgrade, settings.database_url)
         database = open_database(
-            settings, on_commit=metrics.observe_commit, on_lock_wait=metrics.observe_lock_wait
+            settings,
+            on_commit=metrics.observe_commit,
+            on_lock_wait=metrics.observe_lock_wait,
+            on_refusal=metrics.observe_refusal,
         )
-        metrics.time_operations(database, ("ping",))
         await database.open()
         plants = plant_store_for(database, settings.max_plants_per_user)
         metrics.time_operations(plants, plants_store.TIMED_OPERATIONS)

@@ -12,7 +12,9 @@
       UnsupportedMediaType          415  not JSON, or a body in a content coding (gzip, …)
       TooManyRequests               429  a rate limit is spent (with Retry-After)
       TransferCodingNotImplemented  501  a body in a transfer coding other than chunked
-      StoreUnavailable              503  the database cannot be reached (with Retry-After)
+      StoreUnavailable              503  the database cannot take the request now: unreachable, its
+                                         disk full, failing, frozen or read-only, its file replaced
+                                         (with Retry-After; ``kind`` names the trouble)
       KeysUnavailable               503  no key for a JWT: the provider's JWKS cannot be fetched
 
 Handlers and rules raise these; ``app.py`` maps them to responses in one handler, and
@@ -106,10 +108,25 @@ class TransferCodingNotImplemented(PlantstoreError):
 
 
 class StoreUnavailable(PlantstoreError):
+    """A fault of the environment, not of the service: the client may retry.
+
+    ``kind`` is a short name of the trouble for logs and metrics (``disk_full``,
+    ``io_error``, ``read_only``, ``not_answering``, ``file_replaced``, ``unreachable``,
+    ``busy``, ...); the message says it to a client and never names a path or host.
+    """
+
     status = 503
 
-    def __init__(self, message: str = "the database is unavailable; retry shortly") -> None:
+    def __init__(
+        self,
+        message: str = "the database is not answering; retry shortly",
+        kind: str = "unreachable",
+    ) -> None:
         super().__init__(message, {"Retry-After": "1"})
+        self.kind = kind
+
+    def __reduce__(self) -> tuple[type[StoreUnavailable], tuple[str, str]]:
+        return StoreUnavailable, (self.message, self.kind)  # travels between workers
 
 
 class TooManyRequests(PlantstoreError):

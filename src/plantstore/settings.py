@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     max_batch: int = Field(default=512, ge=1, le=10_000)
     # How long a SQLite write waits for another process's write lock before a 503.
     busy_timeout_ms: int = Field(default=5_000, ge=0, le=600_000)
+    # The longest a request waits for its write to be durable before a 503 (a frozen disk).
+    write_timeout: float = Field(default=5.0, ge=1.0, le=60.0)
     pool_size: int = Field(default=10, ge=1, le=1_000)
     connect_timeout: float = Field(default=1.0, gt=0.0, le=60.0)
     statement_timeout: float = Field(default=1.0, gt=0.0, le=600.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from ..db.sqlite.database import SQLiteDatabase, unavailable_if_busy
+from ..db.sqlite.database import SQLiteDatabase, unavailable_if_environment
 from .store import TokenRecord, UserRecord
 
 TOKEN_COLUMNS = (
@@ -38,15 +38,15 @@ class SQLiteTokens:
                 "WHERE tokens.token_hash = ?",
                 (token_hash,),
             ).fetchone()
-        except sqlite3.OperationalError as exc:
-            raise unavailable_if_busy(exc) from exc
+        except sqlite3.Error as exc:
+            raise unavailable_if_environment(exc) from exc
         return None if row is None else TokenRecord(*row)
 
     async def auth_generation(self) -> int:
         try:
             row = self._read.execute("SELECT value FROM auth_generation").fetchone()
-        except sqlite3.OperationalError as exc:
-            raise unavailable_if_busy(exc) from exc
+        except sqlite3.Error as exc:
+            raise unavailable_if_environment(exc) from exc
         return int(row[0])
 
     async def touch_token(self, token_id: int, when: float) -> None:

@@ -1,5 +1,6 @@
-"""``plantstore db upgrade|backup|copy``: the schema, a checked copy of a live SQLite database,
-and a whole deployment carried to another database (SQLite to PostgreSQL, and back).
+"""``plantstore db upgrade|backup|restore|copy``: the schema, a checked copy of a live SQLite
+database and its way back in place, and a whole deployment carried to another database
+(SQLite to PostgreSQL, and back).
 
 Unlike the other commands ``backup`` does not migrate first: a backup taken before an upgrade
 must hold the database as it was, and a path that holds no database is an error, not a new one.
@@ -20,6 +21,7 @@ from ..db.copy import CopyError, CopyReport, copy_database
 from ..db.copy.run import Progress
 from ..db.failures import StoreOpenError
 from ..db.sqlite.backup import BackupError, back_up
+from ..db.sqlite.restore import restore
 from ..db.urls import backend_of, for_writes, redacted, sqlite_path
 from ..settings import SettingsError, load_settings
 
@@ -62,6 +64,31 @@ def db_backup(ctx: click.Context, path: Path) -> None:
     click.echo(
         f"Backed up {source} to {report.path} in {report.seconds:.2f} s: "
         f"{report.size_bytes:,} bytes, users {report.users}, plants {report.plants}, integrity ok."
+    )
+
+
+@db.command("restore")
+@click.argument("backup", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+def db_restore(ctx: click.Context, backup: Path) -> None:
+    """Put the SQLite backup BACKUP in place of the database; the server must be stopped.
+
+    The database as it was is kept beside it, renamed; no -wal or -shm of it stays behind.
+    """
+    try:
+        settings = load_settings(database_url=ctx.find_root().obj["database_url"])
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    if settings.backend == "postgresql":
+        raise click.ClickException(POSTGRES_ADVICE.format(url=redacted(settings.database_url)))
+    try:
+        report = restore(backup, sqlite_path(settings.database_url))
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    kept = f"; the database as it was is kept as {report.kept}" if report.kept else ""
+    click.echo(
+        f"Restored {backup} to {report.database}: users {report.users}, "
+        f"plants {report.plants}, integrity ok{kept}."
     )
 
 

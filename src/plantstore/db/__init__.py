@@ -50,17 +50,21 @@ class DatabaseSettings(Protocol):
     def max_batch(self) -> int: ...
     @property
     def busy_timeout_ms(self) -> int: ...
+    @property
+    def write_timeout(self) -> float: ...
 
 
 def open_database(
     settings: DatabaseSettings,
     on_commit: Callable[[int], None] | None = None,
     on_lock_wait: Callable[[float, bool], None] | None = None,
+    on_refusal: Callable[[str], None] | None = None,
 ) -> Database:
     """Return the (not yet opened) database that ``settings.database_url`` names.
 
     ``on_commit`` hears how many writes each SQLite group commit carried, ``on_lock_wait``
-    how long each waited for another process's write lock and whether it gave up.
+    how long each waited for another process's write lock and whether it gave up,
+    ``on_refusal`` the kind of each fault of the environment that refused a request (a 503).
     """
     if backend_of(settings.database_url) == "postgresql":
         return PostgresDatabase(
@@ -70,12 +74,15 @@ def open_database(
             statement_timeout=settings.statement_timeout,
             allow_unsafe_durability=settings.allow_unsafe_durability,
             max_plants_per_user=settings.max_plants_per_user,
+            on_refusal=on_refusal,
         )
     return SQLiteDatabase(
         sqlite_path(settings.database_url),
         group_commit=settings.group_commit,
         max_batch=settings.max_batch,
         busy_timeout_ms=settings.busy_timeout_ms,
+        write_timeout=settings.write_timeout,
         on_commit=on_commit,
         on_lock_wait=on_lock_wait,
+        on_refusal=on_refusal,
     )

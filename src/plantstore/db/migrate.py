@@ -86,6 +86,7 @@ def current_revision(database_url: str) -> str | None:
         return asyncio.run(_postgres_revision(database_url))
     path = sqlite_path(database_url)
     if not path.exists():
+        _refuse_a_removed_database(path)
         return None
     with contextlib.closing(sqlite3.connect(path)) as connection:
         try:
@@ -93,6 +94,21 @@ def current_revision(database_url: str) -> str | None:
         except sqlite3.OperationalError:  # no such table: never migrated
             return None
     return None if row is None else str(row[0])
+
+
+def _refuse_a_removed_database(path: Path) -> None:
+    """Files a plantstore server leaves beside its database (``-flush``, a ``-wal``) with no
+    database among them: it was removed, perhaps under a running server, and a new, empty
+    one would start in its place (with a new first token) as if nothing had been there.
+    Refuse, and say how to go on."""
+    left = [Path(f"{path}{suffix}") for suffix in ("-flush", "-wal")]
+    found = [side.name for side in left if side.exists()]
+    if found:
+        raise StoreOpenError(
+            f"no database at {path}, but files of one are there ({', '.join(found)}): "
+            "the database was removed. Put it back or restore a backup (plantstore db restore); "
+            f"to start afresh on purpose, remove the {path.name}-* files first"
+        )
 
 
 async def _postgres_revision(database_url: str) -> str | None:

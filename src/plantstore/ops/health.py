@@ -1,9 +1,8 @@
-"""``/healthz`` (the process is alive) and ``/readyz`` (the database answers), no token needed,
-and their part of the OpenAPI document."""
+"""``/healthz`` (the process is alive) and ``/readyz`` (the database takes writes now), no
+token needed, and their part of the OpenAPI document."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Protocol
 
 import msgspec
@@ -11,12 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ..db import describe_failure
-from ..errors import StoreUnavailable
 from ..http.responses import encoder, json_response
 from ..openapi.parts import JSON, DocumentPart, ref, schemas_of
-
-log = logging.getLogger(__name__)
 
 
 class Status(msgspec.Struct):
@@ -28,15 +23,15 @@ class Status(msgspec.Struct):
 _OK = encoder.encode(Status("ok"))
 
 
-class Pingable(Protocol):
-    async def ping(self) -> None:
-        """Raise if the database cannot serve requests."""
+class Ready(Protocol):
+    async def ready(self) -> None:
+        """Raise ``StoreUnavailable`` if a write cannot be taken now."""
 
 
 class HealthRoutes:
     """The probes; ``start`` hands them the database once it is open."""
 
-    def start(self, database: Pingable) -> None:
+    def start(self, database: Ready) -> None:
         self._database = database
 
     def routes(self) -> list[BaseRoute]:
@@ -49,13 +44,7 @@ class HealthRoutes:
         return json_response(_OK)
 
     async def readyz(self, request: Request) -> Response:
-        try:
-            await self._database.ping()
-        except StoreUnavailable:
-            raise  # the store has logged the outage already
-        except Exception as exc:
-            log.warning("readiness check failed: %s", describe_failure(exc))
-            raise StoreUnavailable("the database cannot be reached") from None
+        await self._database.ready()  # a 503 that names the trouble while writes cannot succeed
         return json_response(_OK)
 
 
@@ -78,7 +67,7 @@ def document_part() -> DocumentPart:
     return DocumentPart(
         paths={
             "/healthz": {"get": _probe("healthz", "The process is alive", needs_store=False)},
-            "/readyz": {"get": _probe("readyz", "The store is reachable", needs_store=True)},
+            "/readyz": {"get": _probe("readyz", "The database takes writes now", needs_store=True)},
         },
         schemas=schemas_of([Status]),
         tags=[

@@ -66,6 +66,12 @@ LOCK_TIMEOUTS = Counter(
     "plantstore_sqlite_write_lock_timeouts",
     "Group commits refused (503) because another process held the write lock too long.",
 )
+DATABASE_REFUSALS = Counter(
+    "plantstore_database_refusals",
+    "Requests answered 503 because the database could not take them, by kind of trouble "
+    "(disk_full, io_error, read_only, not_answering, file_replaced, unreachable, ...).",
+    ["kind"],
+)
 
 
 class Tally:
@@ -194,6 +200,11 @@ def time_operations(store: object, operations: tuple[str, ...]) -> None:
 def observe_commit(writes: int) -> None:
     """Called by the SQLite writer's thread, so written at once rather than tallied."""
     COMMIT_BATCH.observe(writes)
+
+
+def observe_refusal(kind: str) -> None:
+    """A request refused by a fault of the environment (the event loop's thread)."""
+    TALLY.count(DATABASE_REFUSALS.labels(kind))
 
 
 def observe_lock_wait(seconds: float, timed_out: bool) -> None:

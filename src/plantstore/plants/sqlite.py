@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from itertools import starmap
 
-from ..db.sqlite.database import SQLiteDatabase, unavailable_if_busy
+from ..db.sqlite.database import SQLiteDatabase, unavailable_if_environment
 from .store import CreateOutcome, PlantRecord
 
 _LIST_FIRST = "SELECT id, name, tag FROM plants WHERE user_id = ? ORDER BY id LIMIT ?"
@@ -38,8 +38,8 @@ class SQLitePlants:
             else:
                 rows = reader.execute(_LIST_AFTER, (user_id, after_id, limit))
             return list(starmap(PlantRecord, rows))
-        except sqlite3.OperationalError as exc:
-            raise unavailable_if_busy(exc) from exc
+        except sqlite3.Error as exc:
+            raise unavailable_if_environment(exc) from exc
 
     async def delete_plant(self, user_id: int, plant_id: int) -> bool:
         return await self._writer.submit(  # type: ignore[no-any-return]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import select
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
@@ -81,10 +82,13 @@ class ConnectionPool:
         if not self._waiting:
             while self._idle:
                 connection = self._idle.pop()
-                if not connection.is_closed():
+                if connection.is_closed():
+                    self._made -= 1  # it died while idle
+                elif spoke_while_idle(connection):
+                    self._drop(connection)  # its goodbye, most likely: never lent
+                else:
                     self._all_back.clear()
                     return connection, self._generation
-                self._made -= 1  # it died while idle
             if self._made < self._size:
                 self._made += 1
                 return await self._make(), self._generation
@@ -149,6 +153,20 @@ class ConnectionPool:
             self._pass_on(None)
         if self._made == len(self._idle):
             self._all_back.set()
+
+
+def spoke_while_idle(connection: asyncpg.Connection) -> bool:
+    """Whether the server sent something the client has not read yet to a connection that
+    sat idle: a server ends a connection (a restart, ``pg_terminate_backend``) by sending
+    FATAL and closing, and a connection lent before its event loop reads that fails its
+    statement with a client error rather than a connection error. One ``poll`` of the
+    socket tells, before the loan."""
+    transport = getattr(connection, "_transport", None)  # asyncpg shows no way to peek
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return False
+    readable, _, _ = select.select([sock.fileno()], [], [], 0)
+    return bool(readable)
 
 
 def _closed() -> asyncpg.InterfaceError:

@@ -5,16 +5,19 @@ WAL before answering the commit, so an acknowledged write is on disk; a server t
 not (``fsync`` or ``synchronous_commit`` off) is refused at start unless allowed.
 
 While the database is unreachable every call fails within ``connect_timeout +
-statement_timeout`` with ``StoreUnavailable`` (503), never a hang; the pool reconnects by
-itself once the database is back.
+statement_timeout`` with ``StoreUnavailable`` (503, naming the trouble: ``faults``), never a
+hang; the pool reconnects by itself once the database is back. A block whose connection the
+server ended (a restart, a failover, ``pg_terminate_backend``) is a 503 too, whatever the
+client library called it, and a connection the server has spoken to while it sat idle (its
+goodbye) is never lent. ``ready`` answers ``/readyz`` from the outages the requests met and,
+at most once a second, a one-row write (``txid_current()`` commits a transaction id).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, NoReturn
 
@@ -22,45 +25,13 @@ import asyncpg
 
 from ...errors import StoreUnavailable
 from ..failures import StoreOpenError, describe_failure
+from ..health import Readiness, WriteHealth
 from .connections import ConnectionPool
+from .faults import is_outage, outage_of
+
+__all__ = ["Lent", "PostgresDatabase", "is_outage"]
 
 log = logging.getLogger(__name__)
-
-_OUTAGE_SQLSTATE_CLASSES = frozenset({"08", "53", "57"})  # connection, resources, shutdown
-_READ_ONLY_SQLSTATE = "25006"  # a standby that has not been promoted yet
-
-
-def is_outage(exc: BaseException) -> bool:
-    """Tell whether ``exc`` means the database cannot serve now, as opposed to a bug."""
-    if isinstance(exc, OSError | TimeoutError | asyncpg.InterfaceError):
-        return True
-    if isinstance(exc, asyncpg.TargetServerAttributeNotMatched):
-        return True  # every host answered, none accepts writes yet (before a promotion)
-    if isinstance(exc, asyncpg.PostgresError):
-        sqlstate = str(exc.sqlstate or "")
-        return sqlstate[:2] in _OUTAGE_SQLSTATE_CLASSES or sqlstate == _READ_ONLY_SQLSTATE
-    return False
-
-
-class _OutageLog:
-    """One warning per interval while the database is away, not one per refused request."""
-
-    def __init__(self, interval: float = 5.0) -> None:
-        self._interval = interval
-        self._last = -interval
-        self._refused = 0
-
-    def note(self, exc: BaseException) -> None:
-        self._refused += 1
-        now = time.monotonic()
-        if now - self._last >= self._interval:
-            log.warning(
-                "database unavailable (%d requests answered 503 in the last %.0f s): %s",
-                self._refused,
-                min(now - self._last, self._interval),
-                describe_failure(exc),
-            )
-            self._last, self._refused = now, 0
 
 
 class PostgresDatabase:
@@ -75,6 +46,7 @@ class PostgresDatabase:
         statement_timeout: float = 1.0,
         allow_unsafe_durability: bool = False,
         max_plants_per_user: int | None = None,
+        on_refusal: Callable[[str], None] | None = None,
     ) -> None:
         self._dsn = dsn
         self._max_plants = max_plants_per_user
@@ -85,7 +57,8 @@ class PostgresDatabase:
         self._allow_unsafe_durability = allow_unsafe_durability
         self._pool: ConnectionPool | None = None
         self._background: set[asyncio.Task[None]] = set()
-        self._outage_log = _OutageLog()
+        self.health = WriteHealth(on_refusal)
+        self._readiness = Readiness(self.health, self._probe)
 
     async def open(self) -> None:
         try:
@@ -154,13 +127,15 @@ class PostgresDatabase:
         failure of the database turned into a 503."""
         return Lent(self)
 
-    def outage(self, exc: BaseException) -> NoReturn:
+    def outage(self, exc: BaseException, fault: StoreUnavailable | None = None) -> NoReturn:
         """A 503 for ``exc``; after an outage, connect afresh instead of reusing connections
         that died."""
         if self._pool is not None:
             self._pool.expire()
-        self._outage_log.note(exc)
-        raise StoreUnavailable() from exc
+        fault = fault or outage_of(exc) or StoreUnavailable()
+        self.health.refused(fault)
+        log.debug("database unavailable: %s", describe_failure(exc))
+        raise StoreUnavailable(fault.message, fault.kind) from exc
 
     async def fetchrow(self, query: str, *args: object) -> asyncpg.Record:
         async with self.connection() as connection:
@@ -168,9 +143,15 @@ class PostgresDatabase:
         assert row is not None, query
         return row
 
-    async def ping(self) -> None:
+    async def ready(self) -> None:
+        """Return if a write would be taken now; raise the 503 that says why not."""
+        await self._readiness.check()
+
+    async def _probe(self) -> None:
         async with self.connection() as connection:
             await connection.fetchval("SELECT 1 FROM secrets LIMIT 1")
+            await connection.fetchval("SELECT txid_current()")  # commits: a WAL flush
+        self.health.served()
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Run best-effort ``work`` (a token's 'last used') in the background; ``close`` waits
@@ -199,7 +180,7 @@ class Lent:
         try:
             self._connection, self._generation = await pool.take()
         except BaseException as exc:
-            await self._leave(type(exc), exc, exc.__traceback__)
+            await self._leave(type(exc), exc, exc.__traceback__, closed=False)
             raise
         return self._connection
 
@@ -209,19 +190,24 @@ class Lent:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        closed = exc is not None and self._connection.is_closed()  # the server ended it
         self._pool.give_back(self._connection, self._generation, exc)
-        await self._leave(kind, exc, traceback)
+        await self._leave(kind, exc, traceback, closed=closed)
 
     async def _leave(
         self,
         kind: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
+        *,
+        closed: bool,
     ) -> None:
         """Leave the time budget; a budget run out, or an outage, is a 503."""
         try:
             await self._timeout.__aexit__(kind, exc, traceback)
         except TimeoutError as expired:
             self._database.outage(expired)
-        if isinstance(exc, Exception) and is_outage(exc):
-            self._database.outage(exc)
+        if isinstance(exc, Exception):
+            fault = outage_of(exc, connection_closed=closed)
+            if fault is not None:
+                self._database.outage(exc, fault)

@@ -47,9 +47,9 @@ def back_up(source: Path, target: Path, busy_timeout_ms: int = 5_000) -> BackupR
     try:
         _vacuum_into(source, partial, busy_timeout_ms)
         users, plants = _check_copy(partial)
-        _sync(partial)
+        sync(partial)
         os.replace(partial, target)
-        _sync(target.parent)
+        sync(target.parent)
     finally:
         for leftover in (partial, *_companions(partial)):
             with contextlib.suppress(FileNotFoundError):
@@ -78,9 +78,16 @@ def _vacuum_into(source: Path, partial: Path, busy_timeout_ms: int) -> None:
 
 
 def _check_copy(partial: Path) -> tuple[int, int]:
-    """Return the copy's (users, plants) once ``integrity_check`` passes; raise otherwise."""
+    """Make the copy one self-contained file; its (users, plants) once checked."""
     with contextlib.closing(sqlite3.connect(partial, isolation_level=None)) as conn:
-        conn.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
+        conn.execute("PRAGMA journal_mode = DELETE")
+    return check_copy(str(partial))
+
+
+def check_copy(database: str) -> tuple[int, int]:
+    """Return a copy's (users, plants) once ``integrity_check`` passes; raise otherwise.
+    ``database`` is a path, or a ``file:`` URI (read-only, say)."""
+    with contextlib.closing(sqlite3.connect(database, uri=True, isolation_level=None)) as conn:
         problems = [row[0] for row in conn.execute("PRAGMA integrity_check")]
         if problems != ["ok"]:
             raise BackupError(f"the copy failed its integrity check: {problems[0]}")
@@ -89,7 +96,7 @@ def _check_copy(partial: Path) -> tuple[int, int]:
     return int(users), int(plants)
 
 
-def _sync(path: Path) -> None:
+def sync(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)

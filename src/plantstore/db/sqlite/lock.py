@@ -35,7 +35,7 @@ class WriteLockTimeout(StoreUnavailable):
     """Another process held SQLite's write lock for longer than the busy timeout: a 503."""
 
     def __init__(self) -> None:
-        super().__init__("the database is busy with other writes; retry shortly")
+        super().__init__("the database is busy with other writes; retry shortly", "busy")
 
 
 def is_busy(exc: sqlite3.OperationalError) -> bool:

@@ -23,11 +23,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ...errors import StoreUnavailable
+from ..health import WriteHealth
 from .relay import RemoteWriter, Service, WriteNotTaken, writer_gone
 from .writer import WriteFn, Writer
 
@@ -46,8 +47,15 @@ def writer_address(lock: int) -> str:
 class MachineWriter:
     """This process's way to the machine's writer of one file, whoever owns it."""
 
-    def __init__(self, path: Path, make_writer: Callable[[], Writer], patience: float) -> None:
+    def __init__(
+        self,
+        path: Path,
+        make_writer: Callable[[], Writer],
+        patience: float,
+        health: WriteHealth | None = None,
+    ) -> None:
         """``patience``: how long another process waits for the owner's answer (then 503)."""
+        self.health = health or WriteHealth()
         self._lock_path = f"{path}-writer"
         self._patience = patience
         self._make_writer = make_writer
@@ -142,16 +150,25 @@ class MachineWriter:
         else:
             log.info("this process owns the database's writer (pid %d)", os.getpid())
 
-    def submit(
+    async def submit(
         self, fn: WriteFn, *args: Any, one_write: bool = False, background: bool = False
-    ) -> Awaitable[Any]:
+    ) -> Any:
         """Run ``fn(connection, *args)`` in the machine's next group commit; its result once
         that is fsynced. In another process than the owner, ``fn`` and ``args`` must pickle
-        (a module-level function and plain values)."""
+        (a module-level function and plain values). Its outcome is told to ``health``."""
         engine = self._engine
-        if engine is not None:
-            return engine.submit(fn, *args, one_write=one_write, background=background)
-        return self._submit_remote(fn, args, one_write, background)
+        health = self.health
+        health.started()
+        try:
+            if engine is not None:
+                result = await engine.submit(fn, *args, one_write=one_write, background=background)
+            else:
+                result = await self._submit_remote(fn, args, one_write, background)
+        except BaseException as exc:
+            health.finished(exc)
+            raise
+        health.finished(None)
+        return result
 
     async def _submit_remote(
         self, fn: WriteFn, args: tuple[Any, ...], one_write: bool, background: bool

@@ -25,13 +25,16 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import os
 import selectors
 import socket
 import threading
+import time
 from typing import Any
 
 from ...errors import StoreUnavailable
+from ..health import not_answering
 from .wire import Frames, frame, portable, same_user
 from .writer import WriteFn, Writer
 
@@ -52,11 +55,11 @@ class WriteNotTaken(StoreUnavailable):
 
 
 def writer_gone() -> StoreUnavailable:
-    return StoreUnavailable(_GONE)
+    return StoreUnavailable(_GONE, "writer_gone")
 
 
 def write_not_taken() -> WriteNotTaken:
-    return WriteNotTaken(_GONE)
+    return WriteNotTaken(_GONE, "writer_gone")
 
 
 class _Peer:
@@ -191,8 +194,16 @@ class Service:
             self._drop(selector, peer)
             return
         submit = self._writer.submit_for
-        for number, fn, args, one_write, background in messages:
-            submit(peer, number, fn, args, one_write=one_write, background=background)
+        for number, fn, args, one_write, background, deadline in messages:
+            submit(
+                peer,
+                number,
+                fn,
+                args,
+                one_write=one_write,
+                background=background,
+                deadline=deadline,
+            )
 
     def _drop(self, selector: selectors.BaseSelector, peer: _Peer) -> None:
         selector.unregister(peer.sock)
@@ -224,14 +235,12 @@ class _Connection(asyncio.Protocol):
         self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
 
     def _sweep(self) -> None:
-        late = self.loop.time() - self._patience
+        late = self.loop.time() - self._patience + SWEEP_S  # never answered past patience
         for number, (future, sent) in list(self.pending.items()):
             if sent < late:
                 del self.pending[number]
                 if not future.done():
-                    future.set_exception(
-                        StoreUnavailable("the machine's database writer did not answer in time")
-                    )
+                    future.set_exception(not_answering())
         if not self.lost:
             self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
 
@@ -339,7 +348,8 @@ class RemoteWriter:
     ) -> Any:
         connection = await self.connect()
         number = next(self._numbers)
-        data = frame((number, fn, args, one_write, background))  # before anything is pending
+        deadline = time.monotonic() + self._patience  # the owner makes none after it
+        data = frame((number, fn, args, one_write, background, deadline))
         future: asyncio.Future[Any] = connection.loop.create_future()
         connection.pending[number] = future, connection.loop.time()
         connection.send(data)
@@ -347,7 +357,7 @@ class RemoteWriter:
 
     async def submit_nowait(self, fn: WriteFn, args: tuple[Any, ...]) -> None:
         connection = await self.connect()
-        connection.send(frame((0, fn, args, False, False)))
+        connection.send(frame((0, fn, args, False, False, math.inf)))
 
     def close(self) -> None:
         if self._connection is not None:

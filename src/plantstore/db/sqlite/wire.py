@@ -57,7 +57,7 @@ def portable(error: BaseException | None) -> BaseException | None:
     if error is None:
         return None
     if isinstance(error, StoreUnavailable):
-        return StoreUnavailable(error.message)
+        return StoreUnavailable(error.message, error.kind)
     try:
         pickle.loads(pickle.dumps(error))  # noqa: S301 (our own object)
     except Exception:

@@ -14,6 +14,13 @@ write lock: ``lock.WriteTurns`` waits for it, and answers a wait past the busy t
 ``WriteLockTimeout`` (a 503). The lock is held only while the statements run: the commit
 does not fsync under it (``synchronous=NORMAL``), and ``flush.WalFlush`` shares each fsync of
 the WAL with any such writer: one covers every commit made before it began.
+
+When the environment fails (a full, failing, read-only or frozen disk, the file replaced) a
+write is a 503 that names the trouble (``faults``), never a 500 with a traceback. Every write
+has a deadline: a caller waits for it at most ``write_timeout`` seconds (a frozen disk holds
+the thread, not the callers), and a job whose caller stopped waiting is not made. Before each
+commit and before answering it, the writer checks that the file at the configured path is
+still the file it writes (``FileIdentity``): nothing is acknowledged into a removed file.
 """
 
 from __future__ import annotations
@@ -21,45 +28,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ...errors import StoreUnavailable
 from .connection import connect
+from .faults import FileIdentity, environment_fault
 from .flush import WalFlush
-from .lock import WriteLockTimeout, WriteTurns
+from .jobs import Job, Outcome, Reply, WriteFn, answer, expire, first_fault, in_time, job_error
+from .lock import WriteTurns
+
+__all__ = ["Reply", "WriteFn", "Writer"]
 
 log = logging.getLogger(__name__)
 
-WriteFn = Callable[..., Any]  # called with the connection, then the job's arguments
-
-
-class Reply(Protocol):
-    """Where a job submitted by another process is answered (``relay``'s view of it)."""
-
-    def send(self, answers: list[tuple[int, Any, BaseException | None]]) -> None: ...
-
-
-@dataclass(slots=True)
-class _Job:
-    fn: WriteFn
-    args: tuple[Any, ...]
-    loop: asyncio.AbstractEventLoop | None
-    future: asyncio.Future[Any] | None
-    one_write: bool = False  # writes with one statement at most: no savepoint needed
-    background: bool = False  # may wait a moment to share a request's commit (the purge)
-    reply: Reply | None = None  # another process's job: answered there, under ``number``
-    number: int = 0
-
-
-_Outcome = tuple[_Job, Any, BaseException | None]  # a job, its result, or its error
 _STOP = object()
 # How long a batch of background jobs alone waits for a request's write to share its commit
 # (joined, a purge step costs that write the step's statements, not a commit of its own), while
@@ -79,10 +68,15 @@ class Writer:
         group_commit: bool,
         max_batch: int,
         busy_timeout_ms: int,
+        identity: FileIdentity | None = None,
+        write_timeout: float = 5.0,
         on_commit: Callable[[int], None] | None = None,
         on_lock_wait: Callable[[float, bool], None] | None = None,
     ):
         self._path = path
+        self._identity = identity  # None: the file its connection opens
+        self._file: FileIdentity  # the file every commit checks, once the thread runs
+        self._write_timeout = write_timeout
         self._max_batch = max_batch if group_commit else 1
         # A flusher thread lets the next commit run while the disk syncs the last: worth its
         # hand-offs only where it can run beside the writer. A process held to one core (a
@@ -90,10 +84,10 @@ class Writer:
         # write, one commit, one fsync). bench/trees.py measures either way, pinned or not.
         self._pipelined = group_commit and len(os.sched_getaffinity(0)) > 1
         self._busy_timeout_ms = busy_timeout_ms
-        self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Job | object] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="plantstore-writer", daemon=True)
         # committed batches, answered by the flusher thread once an fsync has covered them
-        self._committed: queue.SimpleQueue[list[_Outcome] | object] = queue.SimpleQueue()
+        self._committed: queue.SimpleQueue[list[Outcome] | object] = queue.SimpleQueue()
         self._flusher: threading.Thread | None = None
         self._disk_failed: StoreUnavailable | None = None  # set by a failed fsync, for good
         self._gone: StoreUnavailable | None = None  # set when the writer thread has ended
@@ -139,12 +133,18 @@ class Writer:
             raise self._gone  # never a wait for a writer that is no more
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put(_Job(fn, args, loop, future, one_write, background))
-        return await future
+        timeout = self._write_timeout
+        deadline = time.monotonic() + timeout
+        self._queue.put(Job(fn, args, loop, future, one_write, background, deadline=deadline))
+        late = loop.call_later(timeout, expire, future)
+        try:
+            return await future
+        finally:
+            late.cancel()
 
     def submit_nowait(self, fn: WriteFn, *args: Any) -> None:
         """Queue a write nobody waits for (bookkeeping such as a token's last use)."""
-        self._queue.put(_Job(fn, args, None, None))
+        self._queue.put(Job(fn, args, None, None))
 
     def submit_for(
         self,
@@ -155,6 +155,7 @@ class Writer:
         *,
         one_write: bool,
         background: bool,
+        deadline: float = math.inf,
     ) -> None:
         """Queue another process's job; its outcome goes to ``reply`` under ``number`` (0: a
         write nobody waits for)."""
@@ -162,15 +163,15 @@ class Writer:
             if number:
                 reply.send([(number, None, self._gone)])
             return
-        self._queue.put(
-            _Job(fn, args, None, None, one_write, background, reply if number else None, number)
-        )
+        replied = reply if number else None
+        self._queue.put(Job(fn, args, None, None, one_write, background, replied, number, deadline))
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
         flush: WalFlush | None = None
         try:
             conn = connect(self._path, self._busy_timeout_ms)
+            self._file = self._identity or FileIdentity(self._path)
             conn.execute("PRAGMA busy_timeout = 0")  # WriteTurns waits for the lock instead
             conn.execute("PRAGMA synchronous = NORMAL")  # WalFlush syncs after the commit
             flush = WalFlush(self._path)
@@ -214,8 +215,8 @@ class Writer:
                 job = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(job, _Job):
-                _answer([(job, None, self._gone)])
+            if isinstance(job, Job):
+                answer([(job, None, self._gone)])
 
     def _flush_committed(self, flush: WalFlush) -> None:
         """Answer committed batches once an fsync begun after their commit has returned: one
@@ -224,7 +225,7 @@ class Writer:
         stop = False
         while not stop:
             item = self._committed.get()
-            pending: list[list[_Outcome]] = []
+            pending: list[list[Outcome]] = []
             while True:
                 if item is _STOP:
                     stop = True
@@ -237,31 +238,33 @@ class Writer:
             if pending:
                 self._flush(flush, pending)
 
-    def _flush(self, flush: WalFlush, pending: list[list[_Outcome]]) -> None:
-        """One fsync for ``pending``, then the answers. After a failed fsync the kernel may
-        have dropped the pages it could not write, so a later fsync that succeeds proves
-        nothing: like PostgreSQL, the writer refuses every write from then on (a 503, and
-        readiness fails) until the service is restarted and SQLite recovers from the WAL."""
+    def _flush(self, flush: WalFlush, pending: list[list[Outcome]]) -> None:
+        """One fsync for ``pending``, then the answers, if the file is still the database.
+        After a failed fsync the kernel may have dropped the pages it could not write, so a
+        later fsync that succeeds proves nothing: like PostgreSQL, the writer refuses every
+        write from then on (a 503, and readiness fails) until the service is restarted and
+        SQLite recovers from the WAL."""
         if self._disk_failed is None:
             try:
                 flush.after_commit()
             except Exception as exc:  # OSError from the disk; anything else as unproven
                 log.critical("fsync of the WAL failed (%s): writes refused until restart", exc)
                 self._disk_failed = StoreUnavailable(
-                    "the database's disk failed to sync; writes are refused until a restart"
+                    "the database's disk failed to sync; writes are refused until a restart",
+                    "sync_failed",
                 )
-        error = self._disk_failed
+        error = self._disk_failed or self._file.check()
         for outcomes in pending:
             if error is not None:
                 outcomes = [(job, None, error) for job, _, _ in outcomes]
-            _answer(outcomes)
+            answer(outcomes)
 
     def _serve_batch(self, conn: sqlite3.Connection, turns: WriteTurns, flush: WalFlush) -> bool:
         """Commit one group of jobs; return False once asked to stop."""
         first = self._queue.get()
         if first is _STOP:
             return False
-        batch: list[_Job] = [first]  # type: ignore[list-item]
+        batch: list[Job] = [first]  # type: ignore[list-item]
         keep_going = self._take_waiting(batch)
         alone = all(job.background for job in batch)
         if alone and keep_going and time.monotonic() - self._last_request_write < BUSY_WINDOW_S:
@@ -271,7 +274,7 @@ class Writer:
         self._commit(conn, turns, flush, batch)
         return keep_going
 
-    def _wait_for_company(self, batch: list[_Job]) -> bool:
+    def _wait_for_company(self, batch: list[Job]) -> bool:
         """Give a request's write ``BACKGROUND_WAIT_S`` to join a batch of background jobs;
         return False if asked to stop."""
         try:
@@ -283,7 +286,7 @@ class Writer:
         batch.append(company)  # type: ignore[arg-type]
         return self._take_waiting(batch)
 
-    def _take_waiting(self, batch: list[_Job]) -> bool:
+    def _take_waiting(self, batch: list[Job]) -> bool:
         """Add the jobs waiting now, up to the batch size; return False if asked to stop."""
         while len(batch) < self._max_batch:
             try:
@@ -296,12 +299,14 @@ class Writer:
         return True
 
     def _commit(
-        self, conn: sqlite3.Connection, turns: WriteTurns, flush: WalFlush, batch: list[_Job]
+        self, conn: sqlite3.Connection, turns: WriteTurns, flush: WalFlush, batch: list[Job]
     ) -> None:
-        outcomes: list[_Outcome] = []
-        if self._disk_failed is not None:
-            _answer([(job, None, self._disk_failed) for job in batch])
+        batch = in_time(batch)
+        refusal = self._disk_failed or self._file.check()
+        if refusal is not None or not batch:
+            answer([(job, None, refusal) for job in batch])
             return
+        outcomes: list[Outcome] = []
         try:
             turns.begin(conn)
             for job in batch:
@@ -311,66 +316,38 @@ class Writer:
             self.jobs_committed += len(batch)
             if self._on_commit is not None:
                 self._on_commit(len(batch))
-        except WriteLockTimeout as exc:
-            log.warning(
-                "SQLite's write lock was held elsewhere too long: %d writes refused", len(batch)
-            )
-            outcomes = [(job, None, exc) for job in batch]
         except Exception as exc:
-            log.exception("group commit of %d writes failed", len(batch))
+            # A fault of the environment (a job's own, if SQLite undid the transaction for
+            # it) is every job's 503, told by whoever waits; anything else is a fault of ours.
+            fault = environment_fault(exc) or first_fault(outcomes)
+            if fault is None:
+                log.exception("group commit of %d writes failed", len(batch))
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            outcomes = [(job, None, exc) for job in batch]
+                with contextlib.suppress(sqlite3.Error):  # the disk may refuse this too
+                    conn.execute("ROLLBACK")
+            outcomes = [(job, None, fault or exc) for job in batch]
         else:
             if self._pipelined:
                 self._committed.put(outcomes)  # answered once an fsync has covered the commit
             else:
                 self._flush(flush, [outcomes])  # the fsync here, before the next batch begins
             return
-        _answer(outcomes)
+        answer(outcomes)
 
     @staticmethod
-    def _run_job(conn: sqlite3.Connection, job: _Job) -> _Outcome:
+    def _run_job(conn: sqlite3.Connection, job: Job) -> Outcome:
         if job.one_write:
             try:
                 return job, job.fn(conn, *job.args), None
             except Exception as exc:
-                return job, None, exc
+                return job, None, job_error(conn, exc)
         conn.execute("SAVEPOINT job")
         try:
             result = job.fn(conn, *job.args)
         except Exception as exc:
+            error = job_error(conn, exc)
             conn.execute("ROLLBACK TO job")
             conn.execute("RELEASE job")
-            return job, None, exc
+            return job, None, error
         conn.execute("RELEASE job")
         return job, result, None
-
-
-def _answer(outcomes: list[_Outcome]) -> None:
-    """Hand results back to each caller's event loop, one wake-up per loop, and to each other
-    process, one message per process."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
-    by_reply: dict[Reply, list[tuple[int, Any, BaseException | None]]] = {}
-    for outcome in outcomes:
-        job = outcome[0]
-        if job.loop is not None:
-            by_loop.setdefault(job.loop, []).append(outcome)
-        elif job.reply is not None:
-            by_reply.setdefault(job.reply, []).append((job.number, outcome[1], outcome[2]))
-    for loop, items in by_loop.items():
-        with contextlib.suppress(RuntimeError):  # a closed loop has nobody waiting
-            loop.call_soon_threadsafe(_resolve, items)
-    for reply, answers in by_reply.items():
-        reply.send(answers)
-
-
-def _resolve(items: list[_Outcome]) -> None:
-    for job, result, error in items:
-        future = job.future
-        if future is None or future.done():  # the caller went away
-            continue
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)

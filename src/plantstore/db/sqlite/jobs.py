@@ -1,0 +1,101 @@
+"""A write job of the SQLite writer, and how its outcome reaches whoever waits for it: a
+caller's event loop in this process, or another process through ``relay`` (its ``Reply``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ...errors import StoreUnavailable
+from ..health import not_answering
+from .faults import environment_fault
+
+WriteFn = Callable[..., Any]  # called with the connection, then the job's arguments
+
+
+class Reply(Protocol):
+    """Where a job submitted by another process is answered (``relay``'s view of it)."""
+
+    def send(self, answers: list[tuple[int, Any, BaseException | None]]) -> None: ...
+
+
+@dataclass(slots=True)
+class Job:
+    fn: WriteFn
+    args: tuple[Any, ...]
+    loop: asyncio.AbstractEventLoop | None
+    future: asyncio.Future[Any] | None
+    one_write: bool = False  # writes with one statement at most: no savepoint needed
+    background: bool = False  # may wait a moment to share a request's commit (the purge)
+    reply: Reply | None = None  # another process's job: answered there, under ``number``
+    number: int = 0
+    deadline: float = math.inf  # monotonic (the same clock in every process of the machine)
+
+
+Outcome = tuple[Job, Any, BaseException | None]  # a job, its result, or its error
+
+
+def job_error(conn: sqlite3.Connection, exc: Exception) -> Exception:
+    """A job's own error as its caller is told it. A fault of the environment is a 503; if
+    SQLite undid the whole transaction for it, the batch cannot commit: raised for all."""
+    fault = environment_fault(exc)
+    if fault is None:
+        return exc
+    if not conn.in_transaction:
+        raise fault
+    return fault
+
+
+def first_fault(outcomes: list[Outcome]) -> StoreUnavailable | None:
+    return next((e for _, _, e in outcomes if isinstance(e, StoreUnavailable)), None)
+
+
+def in_time(batch: list[Job]) -> list[Job]:
+    """The jobs whose callers still wait; the others are answered (to a caller gone, so
+    ignored) and not made: a caller answered 503 at its deadline is never written after."""
+    now = time.monotonic()
+    if all(job.deadline > now for job in batch):
+        return batch
+    late = not_answering()
+    answer([(job, None, late) for job in batch if job.deadline <= now])
+    return [job for job in batch if job.deadline > now]
+
+
+def expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(not_answering())
+
+
+def answer(outcomes: list[Outcome]) -> None:
+    """Hand results back to each caller's event loop, one wake-up per loop, and to each other
+    process, one message per process."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+    by_reply: dict[Reply, list[tuple[int, Any, BaseException | None]]] = {}
+    for outcome in outcomes:
+        job = outcome[0]
+        if job.loop is not None:
+            by_loop.setdefault(job.loop, []).append(outcome)
+        elif job.reply is not None:
+            by_reply.setdefault(job.reply, []).append((job.number, outcome[1], outcome[2]))
+    for loop, items in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop has nobody waiting
+            loop.call_soon_threadsafe(_resolve, items)
+    for reply, answers in by_reply.items():
+        reply.send(answers)
+
+
+def _resolve(items: list[Outcome]) -> None:
+    for job, result, error in items:
+        future = job.future
+        if future is None or future.done():  # the caller went away
+            continue
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
