@@ -1,13 +1,15 @@
 """``plantstore serve``: granian serving the app factory, one worker per core by default, and
-the metrics listener beside its supervisor."""
+the metrics listener beside its supervisor; an address another process serves is refused."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import math
 import os
 import signal
+import socket
 import tempfile
 from collections.abc import Iterator
 
@@ -41,6 +43,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     """Serve the API until interrupted."""
     chosen_metrics = METRICS_VARIABLE in os.environ  # before the settings are exported below
     settings = settings_for(ctx, host=host, port=port, workers=workers)
+    listen_ip = _unserved_address(settings.host, settings.port)
     issue_first_token(settings)
     for name, value in settings.model_dump().items():  # the workers read these back
         if value is not None:  # unset stays unset ("None" would be read back as a value)
@@ -75,7 +78,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         Granian(
             "plantstore.app:create_rsgi_app_from_env",
             factory=True,
-            address=settings.host,
+            address=listen_ip,  # granian takes an IP address, not a name such as localhost
             port=settings.port,
             workers=settings.workers,
             interface=Interfaces.RSGI,  # the ASGI app over granian's own interface (rsgi.py)
@@ -91,6 +94,45 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
             workers_kill_timeout=math.ceil(settings.shutdown_timeout),
             respawn_failed_workers=True,  # a worker that died is replaced; the rest serve on
         ).serve()
+
+
+def _unserved_address(host: str, port: int) -> str:
+    """The IP address ``host`` names, once it is sure that no other process serves its port.
+
+    granian's workers each bind with SO_REUSEPORT, to share the port among themselves; the
+    kernel lets any other socket with SO_REUSEPORT (another ``serve``, say) share it too, and
+    splits the connections between the two unrelated services. A socket without it cannot be
+    bound where another one listens (SO_REUSEADDR only lets it past connections left in
+    TIME_WAIT), so binding one first tells whether the address is taken. It is closed at
+    once: held bound, it would keep out only sockets without SO_REUSEADDR (not another
+    ``serve``'s, which has it), and held listening it would keep granian's own out. So a
+    server that binds the port between this check and granian's workers listening (a
+    fraction of a second at start) is not noticed.
+    """
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]  # the system's preferred address for a name (as clients resolving it try first)
+    except OSError as exc:  # socket.gaierror: a name that does not resolve
+        raise click.ClickException(f"cannot listen on {host}: {exc.strerror or exc}") from None
+    except UnicodeError as exc:  # a name IDNA cannot encode
+        raise click.ClickException(f"cannot listen on {host}: {exc}") from None
+    ip = str(address[0])
+    shown = f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}"
+    if port == 0:
+        return ip  # any free port: none can be served already
+    with socket.socket(family, kind) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise click.ClickException(
+                    f"{shown} is already served by another process; "
+                    "stop it or choose another --port"
+                ) from None
+            raise click.ClickException(f"cannot listen on {shown}: {exc.strerror}") from None
+    return ip
 
 
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
