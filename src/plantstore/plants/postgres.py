@@ -32,7 +32,7 @@ class PostgresPlants:
     def __init__(self, database: PostgresDatabase) -> None:
         self._database = database
         self._connection = database.connection
-        self._creates = CreateBatcher(database.connection, self._create_one)
+        self._creates = CreateBatcher(database.connection, self._create_one, database.budget)
 
     async def cursor_key(self) -> bytes:
         (value,) = await self._database.fetchrow(

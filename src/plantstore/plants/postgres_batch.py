@@ -26,6 +26,7 @@ from typing import Any
 
 import asyncpg
 
+from ..db.health import not_answering
 from .store import CreateOutcome, PlantRecord
 
 _MAX_BATCH = 256
@@ -61,8 +62,11 @@ class CreateBatcher:
     """Writes creates in batches on ``connection()``; ``create_one`` settles what a batch
     cannot."""
 
-    def __init__(self, connection: Connection, create_one: CreateOne) -> None:
+    def __init__(self, connection: Connection, create_one: CreateOne, timeout: float) -> None:
+        """``timeout``: the longest a create waits for its answer, its turn included (then a
+        503), as any other request waits for the database at most its budget."""
         self._connection = connection
+        self._timeout = timeout
         self._create_one = create_one
         self._waiting: list[_Create] = []
         self._writing: asyncio.Task[None] | None = None
@@ -71,9 +75,14 @@ class CreateBatcher:
     async def create(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
         create = _Create(user_id, plant)
         self._waiting.append(create)
+        loop = asyncio.get_running_loop()
         if self._writing is None:
-            self._writing = asyncio.get_running_loop().create_task(self._write_all())
-        return await create.outcome
+            self._writing = loop.create_task(self._write_all())
+        late = loop.call_later(self._timeout, _expire, create.outcome)
+        try:
+            return await create.outcome
+        finally:
+            late.cancel()
 
     async def _write_all(self) -> None:
         try:
@@ -156,6 +165,11 @@ def _split_repeats(batch: list[_Create]) -> tuple[list[_Create], list[_Create]]:
 def _settle(create: _Create, outcome: CreateOutcome) -> None:
     if not create.outcome.done():  # its request may have gone away
         create.outcome.set_result(outcome)
+
+
+def _expire(outcome: asyncio.Future[CreateOutcome]) -> None:
+    if not outcome.done():  # still waiting for a batch before its own: the database is slow
+        outcome.set_exception(not_answering())
 
 
 def _fail(batch: list[_Create], exc: BaseException) -> None:

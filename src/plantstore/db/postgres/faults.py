@@ -61,7 +61,3 @@ def outage_of(exc: BaseException, connection_closed: bool = False) -> StoreUnava
         told = _RESTARTING
     return None if told is None else StoreUnavailable(*told)
 
-
-def is_outage(exc: BaseException) -> bool:
-    """Tell whether ``exc`` means the database cannot serve now, as opposed to a bug."""
-    return outage_of(exc) is not None

@@ -27,9 +27,7 @@ from ...errors import StoreUnavailable
 from ..failures import StoreOpenError, describe_failure
 from ..health import Readiness, WriteHealth
 from .connections import ConnectionPool
-from .faults import is_outage, outage_of
-
-__all__ = ["Lent", "PostgresDatabase", "is_outage"]
+from .faults import outage_of
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +51,7 @@ class PostgresDatabase:
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
         self._statement_timeout = statement_timeout
-        self._budget = connect_timeout + statement_timeout
+        self.budget = connect_timeout + statement_timeout  # the most a block may take
         self._allow_unsafe_durability = allow_unsafe_durability
         self._pool: ConnectionPool | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -120,7 +118,7 @@ class PostgresDatabase:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            await pool.close(self._budget)
+            await pool.close(self.budget)
 
     def connection(self) -> Lent:
         """``async with database.connection() as connection``: a pooled connection, with every
@@ -175,7 +173,7 @@ class Lent:
         if pool is None:
             raise RuntimeError("the store is not open")
         self._pool = pool
-        self._timeout = asyncio.timeout(self._database._budget)
+        self._timeout = asyncio.timeout(self._database.budget)
         await self._timeout.__aenter__()
         try:
             self._connection, self._generation = await pool.take()
@@ -192,6 +190,8 @@ class Lent:
     ) -> None:
         closed = exc is not None and self._connection.is_closed()  # the server ended it
         self._pool.give_back(self._connection, self._generation, exc)
+        if exc is None and self._database.health.fault_kind is not None:
+            self._database.health.served()  # the database answers again: the fault is over
         await self._leave(kind, exc, traceback, closed=closed)
 
     async def _leave(
