@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ARGS ?=
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test node-tools lint typecheck bench bench-group-commit bench-trees bench-backends torture fuzz soak slow-clients clean
+.PHONY: run test node-tools lint typecheck bench bench-group-commit bench-trees bench-backends torture faults fuzz soak slow-clients clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("plantstore needs Python >= 3.11") if sys.version_info < (3, 11) else None'
@@ -60,6 +60,12 @@ $(VENV)/.installed-fuzz: $(VENV)/.installed-dev
 # Crash safety: >= 100 SIGKILLs under concurrent writes, on SQLite and PostgreSQL.
 torture: $(VENV)/.installed-dev
 	$(BIN)/python bench/torture.py $(ARGS)
+
+# Faults of the environment under load (needs root): disk full, I/O error, frozen file system,
+# the database file removed or replaced; PostgreSQL ending connections, restarting, stopped;
+# a second serve on a taken port. make faults ARGS="--only disk-full,frozen --seconds 4"
+faults: $(VENV)/.installed-dev
+	$(BIN)/python -m bench.faults $(ARGS)
 
 # Bad input at volume: schemathesis (>= 10,000 requests per backend) and atheris.
 fuzz: $(VENV)/.installed-fuzz

@@ -31,13 +31,19 @@ T = TypeVar("T")
 CANNOT_OPEN = "cannot open the database"
 
 
-def settings_for(ctx: click.Context, **overrides: object) -> Settings:
+def settings_for(
+    ctx: click.Context,
+    before_migrating: Callable[[Settings], object] | None = None,
+    **overrides: object,
+) -> Settings:
     """The settings of this command, with its database migrated to the newest schema (so any
-    command works on a fresh path)."""
+    command works on a fresh path); ``before_migrating`` may refuse them first."""
     database_url: str | None = ctx.find_root().obj["database_url"]
     try:
         settings = load_settings(database_url=database_url, **overrides)
         database_url = settings.database_url
+        if before_migrating is not None:
+            before_migrating(settings)
         upgrade(database_url)
     except (SettingsError, StoreOpenError, OSError, sqlite3.Error) as exc:
         raise click.ClickException(failure_line(exc, database_url)) from None

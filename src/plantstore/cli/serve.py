@@ -42,8 +42,15 @@ MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; granian (hyper) answe
 def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None) -> None:
     """Serve the API until interrupted."""
     chosen_metrics = METRICS_VARIABLE in os.environ  # before the settings are exported below
-    settings = settings_for(ctx, host=host, port=port, workers=workers)
-    listen_ip = _unserved_address(settings.host, settings.port)
+    listen: list[str] = []  # the address checked first: a refused serve makes no database
+    settings = settings_for(
+        ctx,
+        lambda chosen: listen.append(_unserved_address(chosen.host, chosen.port)),
+        host=host,
+        port=port,
+        workers=workers,
+    )
+    listen_ip = listen[0]
     issue_first_token(settings)
     for name, value in settings.model_dump().items():  # the workers read these back
         if value is not None:  # unset stays unset ("None" would be read back as a value)

@@ -2,8 +2,9 @@
 
 Every write's outcome passes through ``WriteHealth``: a 503 (``StoreUnavailable``) starts or
 continues a fault, anything else ends it. A fault is told once when it starts and once when
-it ends, with how many requests it refused, never once per request; ``on_refusal`` counts
-them by kind for the metrics.
+it is over (writes taken for ``SETTLE_S`` with no refusal between: a server that ends the
+connections ten times in three seconds is one fault), with how many requests it refused,
+never once per request; ``on_refusal`` counts them by kind for the metrics.
 
 ``/readyz`` asks ``verdict``: a write unanswered for ``STALL_S`` means the database is not
 answering (a frozen disk, a stuck server); a refusal in the last ``FAULT_FRESH_S`` is still
@@ -28,6 +29,7 @@ STALL_S = 0.5  # a write unanswered this long: the database is not answering
 FAULT_FRESH_S = 0.5  # a refusal this recent speaks for the database without a probe
 OK_FRESH_S = 1.0  # and so does a write answered this recently
 PROBE_WAIT_S = 0.5  # how long /readyz waits for its probe
+SETTLE_S = 2.0  # writes taken this long with no refusal: the fault is told over
 
 
 def not_answering() -> StoreUnavailable:
@@ -43,8 +45,7 @@ class WriteHealth:
         self._busy_since = 0.0  # when the writes in flight began to be (none answered since)
         self._answered_at = -OK_FRESH_S  # monotonic time of the last outcome
         self._fault: StoreUnavailable | None = None  # the refusal the last outcome was
-        self._fault_started = 0.0
-        self._refused = 0  # requests refused since the fault started
+        self._log = _FaultLog()
 
     def started(self) -> None:
         if not self._in_flight:
@@ -62,15 +63,9 @@ class WriteHealth:
         """A write was made (or refused for a reason of its own: a conflict, a quota)."""
         now = self._answered_at = time.monotonic()
         self._busy_since = now
-        fault = self._fault
-        if fault is not None:
+        if self._fault is not None:
             self._fault = None
-            log.warning(
-                "the database takes writes again after %.1f s (%s); %d requests were refused",
-                now - self._fault_started,
-                fault.kind,
-                self._refused,
-            )
+            self._log.served(now)
 
     def refused(self, error: StoreUnavailable) -> None:
         """A request was answered 503 for ``error``."""
@@ -78,13 +73,8 @@ class WriteHealth:
         self._busy_since = now
         if self._on_refusal is not None:
             self._on_refusal(error.kind)
-        fault = self._fault
         self._fault = error
-        if fault is None or fault.kind != error.kind:
-            if fault is None:
-                self._fault_started, self._refused = now, 0
-            log.warning("the database cannot take writes (%s): %s", error.kind, error.message)
-        self._refused += 1
+        self._log.refused(error, now)
 
     @property
     def fault_kind(self) -> str | None:
@@ -101,6 +91,47 @@ class WriteHealth:
         if self._fault is not None:
             return self._fault if age < FAULT_FRESH_S else True
         return None if age < OK_FRESH_S else True
+
+
+class _FaultLog:
+    """The two lines of one fault: when it started, and when it was over."""
+
+    def __init__(self) -> None:
+        self._started: float | None = None
+        self._served_at = 0.0  # when writes were first taken again
+        self._kinds: list[str] = []
+        self._refused = 0
+        self._settling: asyncio.TimerHandle | None = None
+
+    def refused(self, error: StoreUnavailable, now: float) -> None:
+        if self._settling is not None:  # not over after all: the same fault goes on
+            self._settling.cancel()
+            self._settling = None
+        if self._started is None:
+            self._started = now
+            log.warning("the database cannot take writes (%s): %s", error.kind, error.message)
+        if error.kind not in self._kinds:
+            self._kinds.append(error.kind)
+        self._refused += 1
+
+    def served(self, now: float) -> None:
+        if self._started is None or self._settling is not None:
+            return
+        self._served_at = now
+        try:
+            self._settling = asyncio.get_running_loop().call_later(SETTLE_S, self._over)
+        except RuntimeError:  # no event loop (a command finishing): say it now
+            self._over()
+
+    def _over(self) -> None:
+        if self._started is not None:
+            log.warning(
+                "the database takes writes again after %.1f s (%s); %d requests were refused",
+                self._served_at - self._started,
+                ", ".join(self._kinds),
+                self._refused,
+            )
+        self._started, self._settling, self._kinds, self._refused = None, None, [], 0
 
 
 class Readiness:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 
 from .failures import StoreOpenError, describe_failure
+from .sqlite.wal_owner import refuse_a_foreign_wal
 from .urls import backend_of, sqlite_path
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ def current_revision(database_url: str) -> str | None:
     if not path.exists():
         _refuse_a_removed_database(path)
         return None
+    refuse_a_foreign_wal(path)
     with contextlib.closing(sqlite3.connect(path)) as connection:
         try:
             row = connection.execute("SELECT version_num FROM alembic_version").fetchone()

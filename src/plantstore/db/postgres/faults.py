@@ -60,4 +60,3 @@ def outage_of(exc: BaseException, connection_closed: bool = False) -> StoreUnava
     if told is None and connection_closed:
         told = _RESTARTING
     return None if told is None else StoreUnavailable(*told)
-

@@ -84,7 +84,7 @@ class FileIdentity:
     def __init__(self, path: Path) -> None:
         self._path = path
         found = os.stat(path)
-        self._identity = (found.st_dev, found.st_ino)
+        self.identity = (found.st_dev, found.st_ino)
         self._lost = False
 
     def check(self) -> StoreUnavailable | None:
@@ -96,7 +96,7 @@ class FileIdentity:
         except OSError as exc:
             return environment_fault(exc) or file_replaced()
         else:
-            same = (found.st_dev, found.st_ino) == self._identity
+            same = (found.st_dev, found.st_ino) == self.identity
         if same != (not self._lost):
             self._lost = not same
             self._tell(same)

@@ -22,9 +22,30 @@ import ctypes
 import fcntl
 import mmap
 import os
+import struct
 from pathlib import Path
 
-_SIZE = 16  # two unsigned 64-bit counters: fsyncs started, fsyncs finished
+# Two unsigned 64-bit counters, fsyncs started and finished, then the device and inode of the
+# database file the WAL is written for (``wal_owner``).
+_SIZE = 32
+
+
+OWNER = struct.Struct("=QQ")  # at offset 16 of ``<database>-flush``
+
+
+def recorded_owner(database: Path) -> tuple[int, int] | None:
+    """The database file (device, inode) the WAL beside ``database`` was last written for,
+    as its writers recorded it; None if none did."""
+    try:
+        with open(f"{database}-flush", "rb") as file:
+            file.seek(16)
+            data = file.read(OWNER.size)
+    except FileNotFoundError:
+        return None
+    if len(data) < OWNER.size:
+        return None
+    owner: tuple[int, int] = OWNER.unpack(data)
+    return None if owner == (0, 0) else owner
 
 
 class WalFlush:
@@ -51,6 +72,17 @@ class WalFlush:
         self._started = ctypes.c_uint64.from_buffer(self._map, 0)
         self._finished = ctypes.c_uint64.from_buffer(self._map, 8)
         self.fsyncs = 0  # this process's own fsyncs (the rest were shared)
+
+    def record_owner(self, identity: tuple[int, int]) -> None:
+        """Note the database file (device, inode) this WAL is written for."""
+        self._map[16:32] = OWNER.pack(*identity)
+
+    def wal_identity(self) -> tuple[int, int] | None:
+        """Device and inode of the WAL this process syncs; None before its first sync."""
+        if self._wal_fd < 0:
+            return None
+        found = os.fstat(self._wal_fd)
+        return found.st_dev, found.st_ino
 
     def close(self) -> None:
         del self._started, self._finished  # the map cannot close while they point into it

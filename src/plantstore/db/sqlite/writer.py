@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreUnavailable
+from . import wal_owner
 from .connection import connect
 from .faults import FileIdentity, environment_fault
 from .flush import WalFlush
@@ -76,6 +77,7 @@ class Writer:
         self._path = path
         self._identity = identity  # None: the file its connection opens
         self._file: FileIdentity  # the file every commit checks, once the thread runs
+        self._set_aside = False  # the WAL of a replaced file, moved out of the new one's way
         self._write_timeout = write_timeout
         self._max_batch = max_batch if group_commit else 1
         # A flusher thread lets the next commit run while the disk syncs the last: worth its
@@ -175,6 +177,7 @@ class Writer:
             conn.execute("PRAGMA busy_timeout = 0")  # WriteTurns waits for the lock instead
             conn.execute("PRAGMA synchronous = NORMAL")  # WalFlush syncs after the commit
             flush = WalFlush(self._path)
+            flush.record_owner(self._file.identity)
             turns = WriteTurns(self._path, self._busy_timeout_ms / 1000, self._on_lock_wait)
         except BaseException as exc:
             if flush is not None:
@@ -201,6 +204,8 @@ class Writer:
             if flusher is not None:
                 self._committed.put(_STOP)
                 flusher.join()
+            if self._file.check() is not None:  # replaced: its WAL must not meet the new file
+                wal_owner.set_aside(self._path, flush.wal_identity())
             turns.close()
             flush.close()
             conn.close()
@@ -303,6 +308,9 @@ class Writer:
     ) -> None:
         batch = in_time(batch)
         refusal = self._disk_failed or self._file.check()
+        if refusal is not None and refusal.kind == "file_replaced" and not self._set_aside:
+            self._set_aside = True  # once: the WAL this writer wrote, not a later one
+            wal_owner.set_aside(self._path, flush.wal_identity())
         if refusal is not None or not batch:
             answer([(job, None, refusal) for job in batch])
             return

@@ -1,0 +1,89 @@
+"""The fault suite (``python -m bench.faults``, bench/faults/), bounded for CI: each fault of
+the environment staged for real, once, with short holds, under a running ``plantstore serve``
+and its create load, and every target of the contract asserted on its own.
+
+Staging needs root (loop devices, mount, fsfreeze, sysfs), e2fsprogs, util-linux and the
+PostgreSQL binaries, as in CI. A fault that cannot be staged here fails with the reason: it
+is never skipped. These tests take no ``backend``: each starts its own servers (on SQLite,
+or on a throwaway PostgreSQL cluster shared by the module), so each runs once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+# Imported as bench.faults (pytest puts the repository root on sys.path, tests/ being a
+# package). mypy, which checks bench/ as files beside no __init__.py, knows the same modules
+# as faults.*: it is shown them under that one name, so that it never sees them twice.
+if TYPE_CHECKING:
+    import faults.config as config
+    import faults.report as report
+    import faults.suite as suite
+else:
+    config = importlib.import_module("bench.faults.config")
+    report = importlib.import_module("bench.faults.report")
+    suite = importlib.import_module("bench.faults.suite")
+
+SECONDS = 2.0  # each fault held (a freeze: three write deadlines, 6 s)
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[suite.Suite]:
+    settings = config.FaultConfig(
+        workdir=tmp_path_factory.mktemp("faults"),
+        seconds=SECONDS,
+        warmup=1.0,
+        after=2.0,
+        progress=print,
+    )
+    with suite.Suite(settings) as running:
+        yield running
+
+
+def test_the_suite_is_imported_from_the_repository_root() -> None:
+    assert suite.__name__ == "bench.faults.suite"
+    assert Path(suite.__file__).parent.parent.name == "bench"
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("fault", config.FAULTS)
+def test_fault(faults: suite.Suite, fault: str) -> None:
+    verdict = faults.run(fault)
+    print(report.table([verdict]))
+    print(verdict.findings())
+    expect(verdict, "staged")  # first: a fault that did not happen proves nothing
+    expect(verdict, "healthy before")
+    expect(verdict, "no 5xx but 503 with Retry-After")
+    expect(verdict, "every request answered")
+    expect(verdict, "every answer within")
+    expect(verdict, "nothing acknowledged lost")
+    if fault in config.BLOCKS_WRITES:
+        expect(verdict, "/readyz 503 within", may_not_apply=True)
+    expect(verdict, "/readyz 200 within")
+    expect(verdict, "/healthz 200 throughout")
+    expect(verdict, "writing again within")
+    expect(verdict, f"at most {config.MAX_LOG_LINES} log lines")
+    if verdict.result.backend == "sqlite":
+        expect(verdict, "integrity_check ok")
+    for target in verdict.result.extra:  # the fault's own: the void, the second serve's
+        expect(verdict, target.name)
+    assert verdict.passed, verdict.findings()  # no target left unasserted
+
+
+def expect(verdict: suite.Verdict, name: str, *, may_not_apply: bool = False) -> None:
+    """Assert one target, naming the fault, the target and what was seen; the other failed
+    targets follow in the message (pytest stops at the first)."""
+    target = verdict.target(name)
+    assert target is not None, f"{verdict.name}: no target {name!r} was judged"
+    if target.passed is None:
+        assert may_not_apply, f"{verdict.name}: {target.line}"
+        return
+    others = [t.line for t in verdict.failed if t is not target]
+    assert target.passed, f"{verdict.name}: {target.line}" + "".join(
+        f"\n  also {line}" for line in others
+    )
