@@ -1,9 +1,9 @@
 """The ``plantstore`` command: ``serve``, ``db`` and the command groups each feature offers
 (``token``, ``user``, ``webhook``).
 
-Every command migrates the database first, so any of them works on a fresh path; two
-excepted: ``db backup`` copies a database as it is, and ``db copy`` makes its target's
-schema at the source's revision. A bad setting, or trouble with the files under the
+Every command migrates the database first, so any of them works on a fresh path; three
+excepted: ``db backup`` copies a database as it is, ``db restore`` puts one back as it was,
+and ``db copy`` makes its target's schema at the source's revision. A bad setting, or trouble with the files under the
 database (permission denied, a read-only file system, no such directory, a full disk), stops
 the command with one line (``Error: ...``), never a traceback.
 """

@@ -93,8 +93,10 @@ def _components(parts: Sequence[DocumentPart]) -> dict[str, Any]:
                 {"Retry-After": RETRY_AFTER},
             ),
             "Unavailable": error(
-                "The database, or the identity provider's keys for a JWT, cannot be reached "
-                "just now. Retry after the given seconds: a "
+                "The database cannot take the request just now (unreachable or restarting, "
+                "its disk full, failing or frozen, its file replaced; the message says which), "
+                "or the identity provider's keys for a JWT cannot be fetched. Never a fault of "
+                "the request. Retry after the given seconds: a "
                 "create or delete answered 503 may or may not have been applied, and repeating "
                 "it is safe (an identical create answers 200; a repeated delete, 404).",
                 {"Retry-After": RETRY_AFTER},

@@ -5,7 +5,6 @@ docs/operating.md says; PostgreSQL is refused with the way to back it up."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sqlite3
 import threading
 import time
@@ -113,12 +112,18 @@ def backup_under_load_then_restore(server: LiveServer, token: str, tmp_path: Pat
     assert ids <= set(range(-SEEDED, 0)) | set(acked), "the copy holds a write never acknowledged"
     assert "integrity ok" in output
 
-    # Restore as docs/operating.md says: stop, move the old files away, copy the backup in, start.
+    # Restore as docs/operating.md says: refused while the server runs; stopped, restored.
+    refused = CliRunner().invoke(main, ["--database", db_url, "db", "restore", str(backup)])
+    assert refused.exit_code == 1
+    assert "stop it first" in refused.output
     stop_server(server)
+    restore = CliRunner().invoke(main, ["--database", db_url, "db", "restore", str(backup)])
+    assert restore.exit_code == 0, restore.output
+    assert "integrity ok" in restore.output
     live = tmp_path / "live.db"
-    for path in (live, live.with_name("live.db-wal"), live.with_name("live.db-shm")):
-        path.unlink(missing_ok=True)
-    shutil.copyfile(backup, live)
+    assert not live.with_name("live.db-wal").exists()
+    assert not live.with_name("live.db-shm").exists()
+    assert list(tmp_path.glob("live.db.before-restore-*")), "the old database is kept"
     restored = start_server(db_url, tmp_path / "restored.log")
     try:
         plants = all_plants(restored, token)  # the token is in the copy too

@@ -82,9 +82,11 @@ def test_a_removed_file_refuses_reads_and_writes_until_it_is_back(tmp_path: Path
         assert await database.writer.submit(insert_note, "before") > 0
         os.rename(db, aside)
         with pytest.raises(StoreUnavailable) as refused:
-            await database.writer.submit(insert_note, "into the void")
+            await database.writer.submit(insert_note, "into the void")  # committed, refused
         assert refused.value.kind == "file_replaced"
         assert str(db) not in refused.value.message  # never a path to a client
+        with pytest.raises(StoreUnavailable, match="removed or replaced"):
+            await database.writer.submit(insert_note, "while away")  # refused, not written
         time.sleep(0.3)  # reads look at the file every quarter second
         with pytest.raises(StoreUnavailable, match="removed or replaced"):
             database.read("SELECT count(*) FROM notes")
@@ -100,7 +102,7 @@ def test_a_removed_file_refuses_reads_and_writes_until_it_is_back(tmp_path: Path
     with sqlite3.connect(db) as conn:
         names = {name for (name,) in conn.execute("SELECT name FROM notes")}
     assert {"before", "after"} <= names
-    assert "into the void" not in names  # refused before it was written
+    assert "while away" not in names  # once the file was found gone, nothing was written
 
 
 def test_a_stalled_write_is_a_503_at_its_deadline_and_is_never_made(tmp_path: Path) -> None:

@@ -67,9 +67,41 @@ def in_time(batch: list[Job]) -> list[Job]:
     return [job for job in batch if job.deadline > now]
 
 
-def expire(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_exception(not_answering())
+SWEEP_S = 0.1  # how often waiting callers are looked at for their deadlines
+
+
+class Deadlines:
+    """This process's callers waiting for their writes, each answered 503 at its deadline by
+    one sweep every ``SWEEP_S`` on their event loop (a little before it, never after), not a
+    timer each: a timer and its cancel cost a create more than the rest of its bookkeeping."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[asyncio.Future[Any], float] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweeping: asyncio.TimerHandle | None = None
+
+    def watch(
+        self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], deadline: float
+    ) -> None:
+        self._waiting[future] = deadline
+        if self._sweeping is None or self._loop is not loop:
+            self._loop = loop
+            self._sweeping = loop.call_later(SWEEP_S, self._sweep)
+
+    def forget(self, future: asyncio.Future[Any]) -> None:
+        self._waiting.pop(future, None)
+
+    def _sweep(self) -> None:
+        due = time.monotonic() + SWEEP_S  # by the next sweep it would be past its deadline
+        late = [future for future, deadline in self._waiting.items() if deadline <= due]
+        for future in late:
+            del self._waiting[future]
+            if not future.done():
+                future.set_exception(not_answering())
+        loop = self._loop
+        self._sweeping = None
+        if self._waiting and loop is not None and not loop.is_closed():
+            self._sweeping = loop.call_later(SWEEP_S, self._sweep)
 
 
 def answer(outcomes: list[Outcome]) -> None:

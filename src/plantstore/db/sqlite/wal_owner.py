@@ -25,17 +25,18 @@ from .flush import recorded_owner
 log = logging.getLogger("plantstore.db")
 
 
-def set_aside(database: Path, ours: tuple[int, int] | None) -> None:
+def set_aside(database: Path, ours: tuple[int, int] | None) -> bool:
     """Rename ``<database>-wal`` and ``-shm`` out of the way if the WAL there is ``ours``
-    (device and inode of the WAL this process writes) and another file is at the path."""
+    (device and inode of the WAL this process writes) and another file is at the path;
+    whether it did."""
     wal = Path(f"{database}-wal")
     try:
         found = os.stat(wal)
         os.stat(database)  # a file is there (not removed): the WAL would be applied to it
     except FileNotFoundError:
-        return
+        return False
     if ours is None or (found.st_dev, found.st_ino) != ours:
-        return  # not a WAL this process wrote: not ours to move
+        return False  # not a WAL this process wrote: not ours to move
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     for suffix in ("-wal", "-shm"):
         try:
@@ -49,6 +50,7 @@ def set_aside(database: Path, ours: tuple[int, int] | None) -> None:
         stamp,
         database,
     )
+    return True
 
 
 def refuse_a_foreign_wal(database: Path) -> None:

@@ -18,9 +18,11 @@ the WAL with any such writer: one covers every commit made before it began.
 When the environment fails (a full, failing, read-only or frozen disk, the file replaced) a
 write is a 503 that names the trouble (``faults``), never a 500 with a traceback. Every write
 has a deadline: a caller waits for it at most ``write_timeout`` seconds (a frozen disk holds
-the thread, not the callers), and a job whose caller stopped waiting is not made. Before each
-commit and before answering it, the writer checks that the file at the configured path is
-still the file it writes (``FileIdentity``): nothing is acknowledged into a removed file.
+the thread, not the callers), and a job whose caller stopped waiting is not made. After each
+commit, before it is answered, the writer checks that the file at the configured path is
+still the file it writes (``FileIdentity``): nothing is acknowledged into a removed or
+replaced file, nothing more is written until it is back, and the WAL written for a replaced
+file is set aside (``wal_owner``).
 """
 
 from __future__ import annotations
@@ -41,9 +43,9 @@ from typing import Any
 from ...errors import StoreUnavailable
 from . import wal_owner
 from .connection import connect
-from .faults import FileIdentity, environment_fault
+from .faults import FileIdentity, environment_fault, file_replaced
 from .flush import WalFlush
-from .jobs import Job, Outcome, Reply, WriteFn, answer, expire, first_fault, in_time, job_error
+from .jobs import Deadlines, Job, Outcome, Reply, WriteFn, answer, first_fault, in_time, job_error
 from .lock import WriteTurns
 
 __all__ = ["Reply", "WriteFn", "Writer"]
@@ -76,8 +78,10 @@ class Writer:
     ):
         self._path = path
         self._identity = identity  # None: the file its connection opens
+        self._deadlines = Deadlines()
         self._file: FileIdentity  # the file every commit checks, once the thread runs
-        self._set_aside = False  # the WAL of a replaced file, moved out of the new one's way
+        self._file_lost = False  # the file at the path was found to be another, or none
+        self._wal_moved = False  # the WAL of a replaced file, moved out of the new one's way
         self._write_timeout = write_timeout
         self._max_batch = max_batch if group_commit else 1
         # A flusher thread lets the next commit run while the disk syncs the last: worth its
@@ -135,14 +139,14 @@ class Writer:
             raise self._gone  # never a wait for a writer that is no more
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        timeout = self._write_timeout
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + self._write_timeout
         self._queue.put(Job(fn, args, loop, future, one_write, background, deadline=deadline))
-        late = loop.call_later(timeout, expire, future)
+        deadlines = self._deadlines
+        deadlines.watch(loop, future, deadline)
         try:
             return await future
         finally:
-            late.cancel()
+            deadlines.forget(future)
 
     def submit_nowait(self, fn: WriteFn, *args: Any) -> None:
         """Queue a write nobody waits for (bookkeeping such as a token's last use)."""
@@ -258,7 +262,7 @@ class Writer:
                     "the database's disk failed to sync; writes are refused until a restart",
                     "sync_failed",
                 )
-        error = self._disk_failed or self._file.check()
+        error = self._disk_failed
         for outcomes in pending:
             if error is not None:
                 outcomes = [(job, None, error) for job, _, _ in outcomes]
@@ -307,10 +311,10 @@ class Writer:
         self, conn: sqlite3.Connection, turns: WriteTurns, flush: WalFlush, batch: list[Job]
     ) -> None:
         batch = in_time(batch)
-        refusal = self._disk_failed or self._file.check()
-        if refusal is not None and refusal.kind == "file_replaced" and not self._set_aside:
-            self._set_aside = True  # once: the WAL this writer wrote, not a later one
-            wal_owner.set_aside(self._path, flush.wal_identity())
+        refusal = self._disk_failed
+        if refusal is None and self._file_lost:  # until the file at the path is ours again
+            refusal = file_replaced() if self._wal_moved else self._file.check()
+            self._file_lost = refusal is not None
         if refusal is not None or not batch:
             answer([(job, None, refusal) for job in batch])
             return
@@ -335,12 +339,25 @@ class Writer:
                     conn.execute("ROLLBACK")
             outcomes = [(job, None, fault or exc) for job in batch]
         else:
+            lost = self._file.check()  # once a commit: nothing acknowledged into a lost file
+            if lost is not None:
+                self._lose_file(flush)
+                answer([(job, None, lost) for job in batch])
+                return
             if self._pipelined:
                 self._committed.put(outcomes)  # answered once an fsync has covered the commit
             else:
                 self._flush(flush, [outcomes])  # the fsync here, before the next batch begins
             return
         answer(outcomes)
+
+    def _lose_file(self, flush: WalFlush) -> None:
+        """The file at the path is no longer the one written: refuse writes until it is back,
+        and if another is there, set the WAL written for the old one aside, where the next
+        open of the new file cannot apply it; then refuse them until a restart."""
+        self._file_lost = True
+        if not self._wal_moved:
+            self._wal_moved = wal_owner.set_aside(self._path, flush.wal_identity())
 
     @staticmethod
     def _run_job(conn: sqlite3.Connection, job: Job) -> Outcome:
