@@ -23,7 +23,7 @@ from ..db.failures import StoreOpenError
 from ..db.sqlite.backup import BackupError, back_up
 from ..db.sqlite.restore import restore
 from ..db.urls import backend_of, for_writes, redacted, sqlite_path
-from ..settings import SettingsError, load_settings
+from ..settings import Settings, SettingsError, load_settings
 
 POSTGRES_ADVICE = (
     "db backup copies a SQLite file; back up PostgreSQL with its own tools, e.g. "
@@ -50,12 +50,7 @@ def db_upgrade(ctx: click.Context) -> None:
 @click.pass_context
 def db_backup(ctx: click.Context, path: Path) -> None:
     """Copy the SQLite database to the new file PATH while it serves, and check the copy."""
-    try:
-        settings = load_settings(database_url=ctx.find_root().obj["database_url"])
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from None
-    if settings.backend == "postgresql":
-        raise click.ClickException(POSTGRES_ADVICE.format(url=redacted(settings.database_url)))
+    settings = _sqlite_settings(ctx)
     source = sqlite_path(settings.database_url)
     try:
         report = back_up(source, path, settings.busy_timeout_ms)
@@ -75,12 +70,7 @@ def db_restore(ctx: click.Context, backup: Path) -> None:
 
     The database as it was is kept beside it, renamed; no -wal or -shm of it stays behind.
     """
-    try:
-        settings = load_settings(database_url=ctx.find_root().obj["database_url"])
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from None
-    if settings.backend == "postgresql":
-        raise click.ClickException(POSTGRES_ADVICE.format(url=redacted(settings.database_url)))
+    settings = _sqlite_settings(ctx)
     try:
         report = restore(backup, sqlite_path(settings.database_url))
     except BackupError as exc:
@@ -90,6 +80,18 @@ def db_restore(ctx: click.Context, backup: Path) -> None:
         f"Restored {backup} to {report.database}: users {report.users}, "
         f"plants {report.plants}, integrity ok{kept}."
     )
+
+
+def _sqlite_settings(ctx: click.Context) -> Settings:
+    """The settings, unmigrated (a backup holds the database as it is), of a SQLite database:
+    PostgreSQL's own tools are named instead."""
+    try:
+        settings = load_settings(database_url=ctx.find_root().obj["database_url"])
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+    if settings.backend == "postgresql":
+        raise click.ClickException(POSTGRES_ADVICE.format(url=redacted(settings.database_url)))
+    return settings
 
 
 @db.command("copy")
