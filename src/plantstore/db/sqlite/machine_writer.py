@@ -72,23 +72,6 @@ class MachineWriter:
         """The writer itself, in the process that owns it."""
         return self._engine
 
-    @property
-    def alive(self) -> bool:
-        engine = self._engine
-        if engine is not None:
-            return engine.alive
-        return not self._stopping and self._remote is not None and self._remote.connected
-
-    async def ready(self) -> bool:
-        """Whether a write would be taken now: reconnects to a new owner if need be."""
-        if self._engine is not None or self._stopping or self._remote is None:
-            return self.alive
-        try:
-            await self._remote.connect()
-        except StoreUnavailable:
-            return False
-        return True
-
     async def open(self) -> None:
         # 0o666 less the umask (the kernel applies it), as SQLite makes -wal and -shm
         self._lock = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o666)

@@ -308,10 +308,6 @@ class RemoteWriter:
         self._connection: _Connection | None = None
         self._numbers = itertools.count(1)
 
-    @property
-    def connected(self) -> bool:
-        return self._connection is not None and not self._connection.lost
-
     async def connect(self) -> _Connection:
         """The connection on this loop, made anew if the last one was lost."""
         loop = asyncio.get_running_loop()
