@@ -88,16 +88,16 @@ class Deadlines:
             self._loop = loop
             self._sweeping = loop.call_later(SWEEP_S, self._sweep)
 
-    def forget(self, future: asyncio.Future[Any]) -> None:
-        self._waiting.pop(future, None)
-
     def _sweep(self) -> None:
+        """Answer the callers whose deadline falls before the next sweep; forget the
+        answered ones (here rather than as each is answered: one pass for all)."""
         due = time.monotonic() + SWEEP_S  # by the next sweep it would be past its deadline
-        late = [future for future, deadline in self._waiting.items() if deadline <= due]
-        for future in late:
-            del self._waiting[future]
-            if not future.done():
-                future.set_exception(not_answering())
+        waiting = self._waiting
+        for future in [future for future in waiting if future.done()]:
+            del waiting[future]
+        for future in [future for future, deadline in waiting.items() if deadline <= due]:
+            del waiting[future]
+            future.set_exception(not_answering())
         loop = self._loop
         self._sweeping = None
         if self._waiting and loop is not None and not loop.is_closed():

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,29 +133,37 @@ class MachineWriter:
         else:
             log.info("this process owns the database's writer (pid %d)", os.getpid())
 
-    async def submit(
+    def submit(
         self, fn: WriteFn, *args: Any, one_write: bool = False, background: bool = False
-    ) -> Any:
+    ) -> Awaitable[Any]:
         """Run ``fn(connection, *args)`` in the machine's next group commit; its result once
         that is fsynced. In another process than the owner, ``fn`` and ``args`` must pickle
         (a module-level function and plain values). Its outcome is told to ``health``."""
         engine = self._engine
+        if engine is not None:
+            return engine.submit(
+                fn, *args, one_write=one_write, background=background, health=self.health
+            )
+        return self._submit_remote(fn, args, one_write, background)
+
+    async def _submit_remote(
+        self, fn: WriteFn, args: tuple[Any, ...], one_write: bool, background: bool
+    ) -> Any:
         health = self.health
         health.started()
         try:
-            if engine is not None:
-                result = await engine.submit(fn, *args, one_write=one_write, background=background)
-            else:
-                result = await self._submit_remote(fn, args, one_write, background)
+            result = await self._relay(fn, args, one_write, background)
         except BaseException as exc:
             health.finished(exc)
             raise
         health.finished(None)
         return result
 
-    async def _submit_remote(
+    async def _relay(
         self, fn: WriteFn, args: tuple[Any, ...], one_write: bool, background: bool
     ) -> Any:
+        """To the owner; sent again to the next one while none took it (the next owner may
+        be this process: then to its own writer)."""
         deadline = time.monotonic() + self._patience
         while True:
             if self._remote is None or self._stopping:

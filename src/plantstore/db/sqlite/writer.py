@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StoreUnavailable
+from ..health import WriteHealth
 from . import wal_owner
 from .connection import connect
 from .faults import FileIdentity, environment_fault, file_replaced
@@ -124,10 +125,15 @@ class Writer:
         return alive and self._disk_failed is None
 
     async def submit(
-        self, fn: WriteFn, *args: Any, one_write: bool = False, background: bool = False
+        self,
+        fn: WriteFn,
+        *args: Any,
+        one_write: bool = False,
+        background: bool = False,
+        health: WriteHealth | None = None,
     ) -> Any:
         """Run ``fn(connection, *args)`` in the next group commit and return its result once
-        that is synced.
+        that is synced; its outcome is told to ``health``, if given.
 
         ``one_write`` promises that ``fn`` changes the database with one statement at most.
         SQLite undoes a failed statement by itself, so such a job runs without the savepoint
@@ -136,17 +142,24 @@ class Writer:
         share its commit, so that it adds no commit of its own for requests to wait behind.
         """
         if self._gone is not None:
+            if health is not None:
+                health.refused(self._gone)
             raise self._gone  # never a wait for a writer that is no more
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         deadline = time.monotonic() + self._write_timeout
         self._queue.put(Job(fn, args, loop, future, one_write, background, deadline=deadline))
-        deadlines = self._deadlines
-        deadlines.watch(loop, future, deadline)
-        try:
+        self._deadlines.watch(loop, future, deadline)
+        if health is None:
             return await future
-        finally:
-            deadlines.forget(future)
+        health.started()
+        try:
+            result = await future
+        except BaseException as exc:
+            health.finished(exc)
+            raise
+        health.finished(None)
+        return result
 
     def submit_nowait(self, fn: WriteFn, *args: Any) -> None:
         """Queue a write nobody waits for (bookkeeping such as a token's last use)."""
