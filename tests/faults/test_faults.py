@@ -10,22 +10,30 @@ or on a throwaway PostgreSQL cluster shared by the module), so each runs once.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from plantstore.db.sqlite.connection import connect
+from plantstore.db.sqlite.writer import Writer
+
 # Imported as bench.faults (pytest puts the repository root on sys.path, tests/ being a
 # package). mypy, which checks bench/ as files beside no __init__.py, knows the same modules
 # as faults.*: it is shown them under that one name, so that it never sees them twice.
 if TYPE_CHECKING:
     import faults.config as config
+    import faults.ext4 as ext4
     import faults.report as report
     import faults.suite as suite
 else:
     config = importlib.import_module("bench.faults.config")
+    ext4 = importlib.import_module("bench.faults.ext4")
     report = importlib.import_module("bench.faults.report")
     suite = importlib.import_module("bench.faults.suite")
 
@@ -48,6 +56,47 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[suite.Suite]:
 def test_the_suite_is_imported_from_the_repository_root() -> None:
     assert suite.__name__ == "bench.faults.suite"
     assert Path(suite.__file__).parent.parent.name == "bench"
+
+
+def _make_table(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+
+
+def _insert(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT INTO t VALUES (1)")
+
+
+@pytest.mark.timeout(60)
+def test_a_read_after_a_commit_goes_on_while_the_disk_is_frozen(tmp_path: Path) -> None:
+    """The first read of a commit must not have to write its read mark into ``-shm``: on a
+    frozen file system that write waits for the thaw, and it would be an event loop's."""
+    fs = ext4.LoopFs(tmp_path, 32)
+    try:
+        fs.setup()
+        database = fs.mount / "plants.db"
+        writer = Writer(database, group_commit=True, max_batch=8, busy_timeout_ms=1000)
+        writer.start()
+        reader = connect(database, 1000)
+        asyncio.run(writer.submit(_make_table))
+        assert reader.execute("SELECT count(*) FROM t").fetchone() == (0,)
+        asyncio.run(writer.submit(_insert))  # committed; no reader has seen it yet
+        fs.freeze()
+        counted: list[int] = []
+        done = threading.Event()
+
+        def count() -> None:
+            counted.append(reader.execute("SELECT count(*) FROM t").fetchone()[0])
+            done.set()
+
+        threading.Thread(target=count, daemon=True).start()
+        finished_frozen = done.wait(2)
+        fs.thaw()
+        assert finished_frozen, "a read of the last commit waited for the frozen disk"
+        assert counted == [1]
+        writer.stop()
+        reader.close()
+    finally:
+        fs.close()
 
 
 @pytest.mark.timeout(180)

@@ -357,6 +357,7 @@ class Writer:
                 self._lose_file(flush)
                 answer([(job, None, lost) for job in batch])
                 return
+            _mark_for_readers(conn)
             if self._pipelined:
                 self._committed.put(outcomes)  # answered once an fsync has covered the commit
             else:
@@ -389,3 +390,10 @@ class Writer:
             return job, None, error
         conn.execute("RELEASE job")
         return job, result, None
+
+
+def _mark_for_readers(conn: sqlite3.Connection) -> None:
+    """Read once after a commit, which records a read mark for it in ``-shm``; else the next
+    reader writes it, and on a frozen disk that write blocks its event loop until the thaw."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 0").fetchall()
