@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -109,11 +110,7 @@ class Server:
         return ready
 
     def _workers_started(self, text: str) -> bool:
-        started = {
-            line.split("Started ")[1].split()[0]
-            for line in text.splitlines()
-            if "Started worker-" in line
-        }
+        started = set(re.findall(r"Started (worker-\d+)", text))  # granian's lines, as JSON
         return len(started) >= self.config.workers
 
     def stop(self) -> None:

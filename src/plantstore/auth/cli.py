@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from typing import Any
 
@@ -13,6 +14,7 @@ import click
 from ..commandline import echo_table, settings_for, when, with_database
 from ..db import Database
 from ..formats import parse_duration
+from ..ops.logs import log_line
 from ..settings import Settings
 from .backends import token_store_for
 from .cli_users import jwt_user_rows
@@ -33,9 +35,28 @@ def issue_first_token(settings: Settings) -> None:
         return None if record is None else token
 
     issued = with_database(settings, issue)
-    if issued is not None:
+    if issued is None:
+        return
+    if sys.stdout.isatty():
         click.echo(f"No token existed, so one was issued for user '{DEFAULT_USER}' (shown once):")
         click.echo(f"    {issued}")
+        return
+    # Off a terminal stdout is the log, so the token is one JSON line of it, token included.
+    # Not in a file only the service user reads instead: stdout is what every way of running
+    # the service shows its operator (docker logs, journalctl), where a container's filesystem
+    # may be read-only or thrown away and PostgreSQL gives no directory to put one in. The
+    # cost: whoever reads the stored log can read it until it is revoked, which the docs say
+    # to do once tokens of one's own exist. It is in the event once, alone between spaces as
+    # before, so a script that takes the log's first word starting with pst_ still finds it.
+    click.echo(
+        log_line(
+            f"No token existed, so one was issued for user '{DEFAULT_USER}'; it is shown once, "
+            f"in this line only: {issued} (revoke it once you have tokens of your own)",
+            "warning",  # a step for the operator, and shown whatever the log level
+            "plantstore.auth",
+            user=DEFAULT_USER,
+        )
+    )
 
 
 @click.group()

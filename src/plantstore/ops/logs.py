@@ -14,6 +14,26 @@ import structlog
 ACCESS_LOGGER = "plantstore.access"
 WEBHOOK_LOGGER = "plantstore.webhooks"
 
+# granian's ``log_dictconfig``: its loggers ("_granian" for its own lines, "granian.access")
+# lose its plain-text handlers and hand their records up to the root logger, whose handler
+# ``configure_logging`` set, so its start and stop lines are JSON too. granian merges this
+# into its own config key by key, so each key given here replaces granian's whole entry.
+GRANIAN_LOGGING: dict[str, object] = {
+    "formatters": {},
+    "handlers": {},
+    "loggers": {
+        "_granian": {"handlers": [], "propagate": True},
+        "granian.access": {"handlers": [], "propagate": True},
+    },
+}
+
+
+def log_line(event: str, level: str, logger: str, **fields: object) -> str:
+    """One record in the log's shape off a terminal, written whatever the log level."""
+    stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    record = {**fields, "event": event, "level": level, "logger": logger, "timestamp": stamp}
+    return msgspec.json.encode(record).decode()
+
 
 def configure_logging(level: str) -> None:
     """Route stdlib and structlog records through one structlog formatter on stdout."""
