@@ -135,7 +135,11 @@ async def check_webhook_url(url: str, allow_private: bool, timeout: float = LOOK
         except (OSError, ValueError):  # UnicodeError (a ValueError): the idna codec refused it
             raise BadRequest(f"`url`'s host {host!r} does not resolve") from None
     if not addresses or not all(is_public(address) for address in addresses):
-        raise BadRequest("`url` must name a globally routable address, not a private one")
+        raise BadRequest(
+            "`url` must name a globally routable address, not a loopback, private or other "
+            "non-global one; a server started with PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true "
+            "accepts those (for local tries and private networks)"
+        )
 
 
 async def resolve(host: str, port: int) -> list[IPAddress]:

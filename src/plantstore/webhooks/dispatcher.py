@@ -32,13 +32,15 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+import structlog
+
 from ..errors import StoreUnavailable
 from ..formats import parse_duration, parse_schedule
 from ..ops import metrics
 from ..ops.logs import AccessLog
 from ..settings import Settings
 from .answer import TOTAL_TIMEOUT, Answer
-from .attempt_log import log_attempt
+from .attempt_log import log_attempt, origin
 from .events import event_body
 from .pruning import prune
 from .retry import outcome_of, retry_delay
@@ -93,6 +95,7 @@ class Dispatcher:
         self._starved = False  # the last claim was held back by the governor's share
         self._session: aiohttp.ClientSession | None = None
         self._loops: list[asyncio.Task[None]] = []
+        self._warned: set[int] = set()  # subscriptions whose refused receiver was logged
 
     async def start(self) -> None:
         self._loops = [
@@ -229,6 +232,9 @@ class Dispatcher:
         metrics.observe_attempt(outcome.value, answer.duration)
         if self._lines is not None:
             log_attempt(self._lines, delivery, answer, outcome)
+        refused = (answer.error or "").startswith("refused")  # by the address rule
+        if refused and delivery.subscription_id not in self._warned:
+            self._refused_receiver(delivery, answer)
         return AttemptResult(
             delivery.delivery_id,
             delivery.subscription_id,
@@ -239,6 +245,22 @@ class Dispatcher:
             answer.error,
             next_at,
             delivery.lease_until,
+        )
+
+    def _refused_receiver(self, delivery: ClaimedDelivery, answer: Answer) -> None:
+        """A warning, once per subscription and process, where the address rule stops one.
+
+        Said at delivery, not at start: a start would have to resolve every receiver's name,
+        and a name may resolve elsewhere later. A subscription made while the rule was lifted
+        (PLANTSTORE_WEBHOOK_ALLOW_PRIVATE) is otherwise only retried until it fails.
+        """
+        self._warned.add(delivery.subscription_id)
+        structlog.get_logger(log.name).warning(
+            f"webhook subscription {delivery.subscription_id} is not delivered: "
+            f"{answer.error}. Only a server with PLANTSTORE_WEBHOOK_ALLOW_PRIVATE=true "
+            "delivers to loopback, private and other non-global addresses",
+            subscription_id=delivery.subscription_id,
+            origin=origin(delivery.url),
         )
 
     def _add_result(self, result: AttemptResult) -> None:
