@@ -30,7 +30,8 @@ def user() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per user.")
 @click.pass_context
 def user_list(ctx: click.Context, issuer: str | None, operator: bool, as_json: bool) -> None:
-    """List users with their namespace, plants, active tokens and state."""
+    """List users with their namespace, plants, active tokens and state; users made by
+    POST /sandbox/tokens show the issuer (sandbox)."""
     namespace = _namespace(issuer, operator)
     settings = settings_for(ctx)
     records = with_database(
@@ -53,6 +54,9 @@ def user_fields(record: UserRecord) -> dict[str, Any]:
         "plants": record.plant_count,
         "active_tokens": None if record.from_provider else record.active_tokens,
         "disabled": when(record.disabled_at),
+        # Sandbox users are in the operator's namespace but were made by visitors: marked, not
+        # left out, so that an abusive one can still be found and disabled.
+        "sandbox_expires": when(record.sandbox_expires_at),
     }
 
 
@@ -78,7 +82,9 @@ def jwt_user_rows(users: list[UserRecord], name: str | None) -> list[dict[str, A
 
 def _row(record: UserRecord) -> tuple[str, ...]:
     fields = user_fields(record)
-    if fields["issuer"] is None:
+    if fields.pop("sandbox_expires") is not None:
+        fields["issuer"] = "(sandbox)"
+    elif fields["issuer"] is None:
         fields["issuer"] = "(operator)"
     if fields["active_tokens"] is None:
         fields["active_tokens"] = "JWT"

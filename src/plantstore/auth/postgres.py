@@ -34,7 +34,8 @@ _LIST_USERS = """
 SELECT users.id, users.name, users.issuer, users.created_at, users.disabled_at,
        users.plant_count,
        (SELECT count(*) FROM tokens WHERE tokens.user_id = users.id
-        AND tokens.revoked_at IS NULL AND (tokens.expires_at IS NULL OR tokens.expires_at > $1))
+        AND tokens.revoked_at IS NULL AND (tokens.expires_at IS NULL OR tokens.expires_at > $1)),
+       users.sandbox_expires_at
 FROM users
 """
 

@@ -17,8 +17,8 @@ _USER_COLUMNS = "id, name, issuer, created_at, disabled_at"
 _LIST_USERS = (
     "SELECT users.id, users.name, users.issuer, users.created_at, users.disabled_at, "
     "users.plant_count, (SELECT count(*) FROM tokens WHERE tokens.user_id = users.id "
-    "AND tokens.revoked_at IS NULL AND (tokens.expires_at IS NULL OR tokens.expires_at > ?)) "
-    "FROM users"
+    "AND tokens.revoked_at IS NULL AND (tokens.expires_at IS NULL OR tokens.expires_at > ?)), "
+    "users.sandbox_expires_at FROM users"
 )
 
 

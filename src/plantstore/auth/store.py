@@ -48,6 +48,7 @@ class UserRecord(msgspec.Struct, frozen=True, gc=False):
     disabled_at: float | None
     plant_count: int = 0
     active_tokens: int = 0  # operator tokens neither revoked nor expired
+    sandbox_expires_at: float | None = None  # a user POST /sandbox/tokens made, not the operator
 
     @property
     def from_provider(self) -> bool:
