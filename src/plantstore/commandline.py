@@ -45,9 +45,21 @@ def settings_for(
         if before_migrating is not None:
             before_migrating(settings)
         upgrade(database_url)
-    except (SettingsError, StoreOpenError, OSError, sqlite3.Error) as exc:
+    except SettingsError as exc:
+        raise click.ClickException(_flag_named(str(exc), overrides)) from None
+    except (StoreOpenError, OSError, sqlite3.Error) as exc:
         raise click.ClickException(failure_line(exc, database_url)) from None
     return settings
+
+
+def _flag_named(problem: str, overrides: dict[str, object]) -> str:
+    """A bad value given as a flag (``--workers 0``) named as that flag, not its variable."""
+    for name, value in overrides.items():
+        variable = f"invalid setting PLANTSTORE_{name.upper()}:"
+        if value is not None and problem.startswith(variable):
+            flag = f"--{name.replace('_', '-')}"
+            return f"invalid {flag} {value}:{problem.removeprefix(variable)}"
+    return problem
 
 
 def with_database(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:

@@ -192,6 +192,14 @@ def test_expires_in_rejects_bad_durations(db_url: str, duration: str) -> None:
     assert list_json(db_url) == []  # nothing was issued
 
 
+@pytest.mark.parametrize("duration", ["0s", "0d", "00w"])
+def test_a_zero_expires_in_is_said_to_be_not_positive(db_url: str, duration: str) -> None:
+    result = invoke(db_url, "token", "create", "alice", f"--expires-in={duration}")
+    assert result.exit_code == 2, result.output
+    assert "--expires-in: must be positive" in result.output
+    assert list_json(db_url) == []
+
+
 @pytest.mark.parametrize("duration", ["10", "-1d", "abc"])
 def test_expires_in_rejects_bad_durations_on_the_real_command_line(
     db_url: str, duration: str
@@ -503,7 +511,8 @@ def test_an_absolute_url_is_absolute(tmp_path: Path) -> None:
             {"PLANTSTORE_CONNECT_TIMEOUT": "0"}, ["db", "upgrade"], "CONNECT_TIMEOUT", id="timeout"
         ),
         # Any backend takes 1 to 64 workers (SQLite too, since the writers share its lock).
-        pytest.param({}, ["serve", "--workers", "0"], "PLANTSTORE_WORKERS", id="workers-flag-0"),
+        # A bad flag is named as the flag that was given, not as its variable.
+        pytest.param({}, ["serve", "--workers", "0"], "INVALID --WORKERS 0:", id="workers-flag-0"),
         pytest.param(
             {"PLANTSTORE_WORKERS": "65"}, ["serve"], "PLANTSTORE_WORKERS", id="workers-env-65"
         ),

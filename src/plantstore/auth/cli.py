@@ -3,6 +3,7 @@ stored only as a hash; and the first token ``serve`` issues on an empty database
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -70,6 +71,12 @@ def _parse_duration(text: str | None) -> float | None:
     try:
         return parse_duration(text)
     except ValueError:
+        with contextlib.suppress(ValueError):  # well formed, so it is zero
+            parse_duration(text, allow_zero=True)
+            raise click.BadParameter(
+                f"must be positive, not {text!r}: a token that expires at once is no use",
+                param_hint="--expires-in",
+            ) from None
         raise click.BadParameter(
             "use a number and a unit: 90s, 15m, 12h, 30d or 2w", param_hint="--expires-in"
         ) from None

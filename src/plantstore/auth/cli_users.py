@@ -122,7 +122,16 @@ def _set_disabled(ctx: click.Context, name: str, namespace: str | None, *, disab
 
     async def change(database: Database) -> tuple[UserRecord, bool]:
         store = token_store_for(database)
-        target = _one_user(await store.list_users(namespace), name)
+        candidates = await store.list_users(namespace)
+        if namespace and not any(record.name == name for record in candidates):
+            # Issuers are matched exactly: "https://idp/" is not "https://idp".
+            other = namespace.removesuffix("/") if namespace.endswith("/") else f"{namespace}/"
+            if any(record.name == name for record in await store.list_users(other)):
+                raise click.ClickException(
+                    f"no user named '{name}' of issuer {namespace}, but there is one of "
+                    f"{other} (the issuer must match exactly, trailing slash included)"
+                )
+        target = _one_user(candidates, name, namespace)
         return target, await store.set_user_disabled(target.user_id, disabled)
 
     target, changed = with_database(settings, change)
@@ -135,10 +144,13 @@ def _set_disabled(ctx: click.Context, name: str, namespace: str | None, *, disab
     )
 
 
-def _one_user(candidates: list[UserRecord], name: str) -> UserRecord:
+def _one_user(candidates: list[UserRecord], name: str, namespace: str | None) -> UserRecord:
     matches = [record for record in candidates if record.name == name]
     if not matches:
-        raise click.ClickException(f"no user named '{name}'")
+        where = {None: "", OPERATOR: " among the operator's users"}.get(
+            namespace, f" of issuer {namespace}"
+        )
+        raise click.ClickException(f"no user named '{name}'{where}")
     if len(matches) > 1:
         issuers = ", ".join(record.issuer or "(operator)" for record in matches)
         raise click.ClickException(

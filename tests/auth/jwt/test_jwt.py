@@ -274,6 +274,22 @@ def test_disable_asks_which_user_when_a_name_is_in_two_namespaces(
     assert "(operator)" in run_cli(db_url, "user", "disable", "alice", "--operator")
 
 
+def test_disable_names_the_issuer_it_tried_and_hints_at_its_trailing_slash(
+    jwt_client: TestClient, provider: TestProvider, db_url: str
+) -> None:
+    jwt_client.get("/plants", headers=bearer(provider.token("alice")))
+    assert not ISSUER.endswith("/")
+    for issuer, named, hint in [(f"{ISSUER}/", "alice", True), (ISSUER, "carol", False)]:
+        result = CliRunner().invoke(
+            main, ["--database", db_url, "user", "disable", named, "--issuer", issuer]
+        )
+        assert result.exit_code == 1, result.output
+        assert f"no user named '{named}' of issuer {issuer}" in result.output
+        assert ("trailing slash" in result.output) is hint, result.output
+    [alice] = json_lines(run_cli(db_url, "user", "list", "--json"))
+    assert alice["disabled"] is None
+
+
 # --- keys ---------------------------------------------------------------------------------------
 
 
