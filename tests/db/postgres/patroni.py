@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests import pg
@@ -48,6 +48,7 @@ class Node:
     api_port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = None
+    frozen: set[int] = field(default_factory=set)  # backends signalled, killed with the rest
 
     @property
     def data(self) -> Path:
@@ -76,13 +77,32 @@ class Node:
 
     def kill(self) -> None:
         """SIGKILL Patroni and its postmaster: the machine is gone, nothing shuts down."""
+        self._signal(signal.SIGKILL)
+
+    def freeze(self) -> None:
+        """SIGSTOP Patroni, its postmaster and every backend: the machine still takes TCP
+        connections (the kernel does) but answers nothing, as behind a partition."""
+        self._signal(signal.SIGSTOP)
+
+    def _signal(self, number: int) -> None:
         postmaster = self.postmaster_pid()
         if self.process is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)  # runuser and Patroni
+                os.killpg(self.process.pid, number)  # runuser and Patroni
         if postmaster:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(postmaster, signal.SIGKILL)
+            self.frozen.update(_children(postmaster))
+            for pid in {postmaster, *self.frozen}:  # a stopped backend outlives its postmaster
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, number)
+
+
+def _children(pid: int) -> set[int]:
+    children: set[int] = set()
+    with contextlib.suppress(FileNotFoundError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                children.update(int(word) for word in (task / "children").read_text().split())
+    return children
 
 
 class PatroniCluster:
@@ -112,6 +132,12 @@ class PatroniCluster:
 
     def node_url(self, node: Node) -> str:
         return f"postgresql://postgres@127.0.0.1:{node.port}/postgres"
+
+    def url_listing_first(self, first: Node) -> str:
+        """``url`` with ``first`` before the other nodes."""
+        nodes = [first, *(node for node in self.nodes if node is not first)]
+        hosts = ",".join(f"127.0.0.1:{node.port}" for node in nodes)
+        return f"postgresql://postgres@{hosts}/postgres?target_session_attrs=read-write"
 
     def start(self) -> None:
         self._start_etcd()

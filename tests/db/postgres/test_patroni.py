@@ -9,18 +9,23 @@ commit), so a failure here is the service's, or Patroni's as operators run it.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 
+from plantstore.db.postgres.connections import connect_to_writer
 from tests import pg
 from tests.conftest import run_cli, start_server, stop_server, token_from_output
 from tests.db.postgres.patroni import TTL, Node, PatroniCluster, missing_tools, patroni_cluster
 from tests.db.postgres.test_failover import Answer, write_until
 
 WRITERS = 4
+CONNECT_TIMEOUT = 1.0  # the service's, as shipped
 WRITE_AGAIN_S = 1.0  # from Patroni's promotion to the service's next create answered 200
 DEADLINE = 1.0 + 1.0 + 1.0  # connect + statement timeout as shipped, and a second to spare
 
@@ -148,3 +153,52 @@ def test_patroni_failover_loses_no_acknowledged_create(tmp_path: Path) -> None:
     )
     assert gap <= WRITE_AGAIN_S, f"writes again {gap:.2f} s after the promotion"
     assert "Traceback" not in log
+
+
+@pytest.mark.skipif(
+    bool(missing_tools()),
+    reason=f"missing here: {', '.join(missing_tools())} (Debian: patroni etcd-server)",
+)
+def test_a_frozen_leader_listed_first_does_not_hide_the_promoted_one() -> None:
+    """A leader that takes TCP connections and answers nothing (a partition, a frozen
+    machine) spends asyncpg's whole connect timeout when it is listed first; tried at once,
+    the hosts give the promoted node within the same timeout."""
+    with patroni_cluster() as cluster:
+        old_leader = cluster.leader()
+        assert old_leader is not None
+        url = cluster.url_listing_first(old_leader)
+        old_leader.freeze()
+        frozen = time.monotonic()
+        survivors = [node for node in cluster.nodes if node is not old_leader]
+        while (new_leader := cluster.leader(survivors)) is None:
+            assert time.monotonic() < frozen + TTL + 40, f"no promotion: {cluster.logs()}"
+            time.sleep(0.05)
+        promoted = time.monotonic()
+        in_turn, in_turn_s = asyncio.run(connect_port(asyncpg.connect, url))
+        at_once, at_once_s = asyncio.run(connect_port(connect_to_writer, url))
+    print(
+        f"\nfrozen leader listed first, {promoted - frozen:.2f} s to the promotion: "
+        f"asyncpg in turn {in_turn!r} in {in_turn_s:.2f} s, at once {at_once!r} in "
+        f"{at_once_s:.2f} s"
+    )
+    assert isinstance(in_turn, TimeoutError), "asyncpg no longer waits out a silent host"
+    assert at_once == new_leader.port
+    assert at_once_s < CONNECT_TIMEOUT
+
+
+async def connect_port(
+    connect: Callable[..., Awaitable[asyncpg.Connection]], url: str
+) -> tuple[int | BaseException, float]:
+    """The port of the server ``connect`` reached within the shipped connect timeout, or
+    what it raised; and how long it took."""
+    started = time.monotonic()
+    try:
+        connection = await connect(url, timeout=CONNECT_TIMEOUT)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # TimeoutError too
+        return exc, time.monotonic() - started
+    try:
+        return int(await connection.fetchval("SELECT inet_server_port()")), (
+            time.monotonic() - started
+        )
+    finally:
+        await connection.close()

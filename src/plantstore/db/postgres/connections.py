@@ -14,6 +14,8 @@ list of idle connections does what the service needs of a pool:
   cursor, SET or session lock), and ``transaction()`` has rolled its own back already. After
   anything else (a timeout, a cancellation, a lost connection) it may be mid-statement, so it
   is terminated, and the next request makes a new one.
+
+``connect_to_writer`` makes a connection to a URL of several hosts by trying them all at once.
 """
 
 from __future__ import annotations
@@ -24,10 +26,59 @@ import contextlib
 import select
 from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import Any
 
 import asyncpg
 
+from ..urls import postgres_hosts, session_attrs
+
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
+_RACED_ATTRS = ("read-write", "primary")  # one host only can be it: the first to say so wins
+
+
+async def connect_to_writer(dsn: str, *, timeout: float, **options: Any) -> asyncpg.Connection:
+    """``asyncpg.connect``, but a URL's hosts tried all at once when it asks for the primary.
+
+    asyncpg tries them in turn within one ``timeout`` for all: a host that takes the TCP
+    connection and never answers (a frozen server, a machine gone behind a network that drops
+    its packets) spends the whole of it, and while such a host is listed before the promoted
+    one, no connection is made at all. At once, the primary answers within its own round trips
+    whatever the others do; the connections to the rest are dropped."""
+    hosts = postgres_hosts(dsn)
+    if len(hosts) < 2 or session_attrs(dsn) not in _RACED_ATTRS:
+        return await asyncpg.connect(dsn, timeout=timeout, **options)
+    attempts = [
+        asyncio.ensure_future(asyncpg.connect(_one_host(dsn, host), timeout=timeout, **options))
+        for host in hosts
+    ]
+    errors: list[Exception] = []
+    chosen: asyncpg.Connection | None = None
+    try:
+        for attempt in asyncio.as_completed(attempts, timeout=timeout):
+            try:
+                chosen = await attempt
+                return chosen
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                errors.append(exc)  # this host cannot serve: the others may
+    finally:
+        for attempt in attempts:  # the rest: stopped, or their connections ended
+            if not attempt.done():
+                attempt.cancel()
+            elif (
+                not attempt.cancelled()
+                and attempt.exception() is None
+                and attempt.result() is not chosen
+            ):
+                attempt.result().terminate()
+    standby = [e for e in errors if isinstance(e, asyncpg.TargetServerAttributeNotMatched)]
+    raise (standby or errors)[-1]  # a standby answered: no primary yet, else the last failure
+
+
+def _one_host(dsn: str, host: str) -> str:
+    scheme, _, rest = dsn.partition("://")
+    netloc = rest.partition("/")[0].partition("?")[0]
+    user, at, _ = netloc.rpartition("@")
+    return f"{scheme}://{user}{at}{host}{rest[len(netloc) :]}"
 
 
 class ConnectionPool:
