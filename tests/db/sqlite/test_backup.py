@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -183,3 +184,33 @@ def test_a_restored_backup_is_read_by_the_cli_too(tmp_path: Path) -> None:
     )
     assert listed.exit_code == 0
     assert "carol" in listed.output
+
+
+def test_the_file_a_restore_sets_aside_is_the_way_back_and_git_ignores_it(tmp_path: Path) -> None:
+    """As docs/operating.md says of ``<db>.before-restore-<UTC>``: restored like a backup, it
+    brings back what the restore replaced. It and a ``.replaced-`` WAL are ignored by git."""
+    database = tmp_path / "plantstore.db"
+    url = f"sqlite:///{database}"
+
+    def cli(*args: str) -> str:
+        result = CliRunner().invoke(main, ["--database", url, *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    cli("token", "create", "carol")
+    assert backup_command(url, tmp_path / "copy.db")[0] == 0
+    cli("token", "create", "dave")
+    cli("db", "restore", str(tmp_path / "copy.db"))
+    assert "dave" not in cli("user", "list")
+    [kept] = tmp_path.glob("plantstore.db.before-restore-*")
+    cli("db", "restore", str(kept))
+    assert "dave" in cli("user", "list")
+    repository = Path(__file__).parents[3]
+    names = [f"data/{kept.name}", "data/plantstore.db.replaced-20261123T174500Z-wal"]
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *names],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+    )
+    assert ignored.stdout.split() == names

@@ -105,5 +105,11 @@ def _set_aside(database: Path) -> Path | None:
         raise BackupError(f"{database} is in use by another process: stop it first")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     kept = database.with_name(f"{database.name}.before-restore-{stamp}")
+    # Never over an older one: a second restore within the second (of that very file, say,
+    # to undo the first) would otherwise replace the database it is restoring.
+    again = 1
+    while kept.exists():
+        again += 1
+        kept = database.with_name(f"{database.name}.before-restore-{stamp}-{again}")
     os.replace(database, kept)
     return kept
