@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     pool_size: int = Field(default=10, ge=1, le=1_000)
     connect_timeout: float = Field(default=1.0, gt=0.0, le=60.0)
     statement_timeout: float = Field(default=1.0, gt=0.0, le=600.0)
+    # What stands between the service and PostgreSQL: "session" or "transaction" for a pooler
+    # such as PgBouncer in that pool mode (db/postgres/pooling.py says what changes).
+    postgres_pooling: Literal["none", "session", "transaction"] = "none"
     allow_unsafe_durability: bool = False
     token_cache_seconds: float = Field(default=0.5, ge=0.0, le=1.0)
     rate_limit: str = "100/second"  # per token; the ``limits`` notation, or "off"

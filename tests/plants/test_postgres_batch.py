@@ -124,8 +124,8 @@ def test_users_batched_together_each_get_their_own_plants(postgres: pg.PostgresS
 
 # Each plant statement with arguments of its parameters' types (a generic plan sees no values).
 STATEMENTS = {
-    "batch": (CREATE_MANY, "'{1}', '{7}', '{fern}', '{green}'"),
-    "create": (CREATE_PLANT, "1, 7, 'fern', 'green'"),
+    "batch": (CREATE_MANY, "'{1}', '{7}', '{fern}', '{green}', '3'"),
+    "create": (CREATE_PLANT, "1, 7, 'fern', 'green', '3'"),
     "find": (FIND_PLANT, "1, 7"),
     "list": (LIST_FIRST, "1, 10"),
     "list_after": (LIST_AFTER, "1, 7, 10"),

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from .failures import StoreOpenError, describe_failure
 from .postgres.pool import PostgresDatabase
+from .postgres.pooling import Pooling
 from .sqlite.database import SQLiteDatabase
 from .urls import backend_of, sqlite_path
 
@@ -42,6 +43,8 @@ class DatabaseSettings(Protocol):
     def statement_timeout(self) -> float: ...
     @property
     def allow_unsafe_durability(self) -> bool: ...
+    @property
+    def postgres_pooling(self) -> Pooling: ...
     @property
     def max_plants_per_user(self) -> int: ...
     @property
@@ -74,6 +77,7 @@ def open_database(
             statement_timeout=settings.statement_timeout,
             allow_unsafe_durability=settings.allow_unsafe_durability,
             max_plants_per_user=settings.max_plants_per_user,
+            pooling=settings.postgres_pooling,
             on_refusal=on_refusal,
         )
     return SQLiteDatabase(

@@ -114,7 +114,9 @@ def _refuse_a_removed_database(path: Path) -> None:
 
 
 async def _postgres_revision(database_url: str) -> str | None:
-    connection = await asyncpg.connect(database_url, timeout=10)
+    # No statement cache: behind a pooler in transaction mode a named statement would outlive
+    # its transaction on a server connection that another client is lent next.
+    connection = await asyncpg.connect(database_url, timeout=10, statement_cache_size=0)
     try:
         return await connection.fetchval("SELECT version_num FROM alembic_version")  # type: ignore[no-any-return]
     except asyncpg.UndefinedTableError:

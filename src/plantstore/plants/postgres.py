@@ -11,10 +11,13 @@ from .postgres_batch import QUOTA_SQLSTATE, CreateBatcher
 from .store import CreateOutcome, PlantRecord
 
 # One round trip: insert, or else read the row that was already there. A row committed by a
-# racing create after this statement's snapshot is neither; ``_create_one`` reads again.
+# racing create after this statement's snapshot is neither; ``_create_one`` reads again. The
+# quota trigger (migration 0004) reads the limit from a setting this statement makes for its
+# own transaction ($5; '' for none): a pooler keeps that, where it drops a session's.
 CREATE_PLANT = """
-WITH inserted AS (
-    INSERT INTO plants (user_id, id, name, tag) VALUES ($1, $2, $3, $4)
+WITH quota AS (SELECT set_config('plantstore.max_plants_per_user', $5, true)),
+inserted AS (
+    INSERT INTO plants (user_id, id, name, tag) SELECT $1, $2, $3, $4 FROM quota
     ON CONFLICT (user_id, id) DO NOTHING
     RETURNING name, tag
 )
@@ -32,7 +35,10 @@ class PostgresPlants:
     def __init__(self, database: PostgresDatabase) -> None:
         self._database = database
         self._connection = database.connection
-        self._creates = CreateBatcher(database.connection, self._create_one, database.budget)
+        self._quota = database.quota
+        self._creates = CreateBatcher(
+            database.connection, self._create_one, database.budget, self._quota
+        )
 
     async def cursor_key(self) -> bytes:
         (value,) = await self._database.fetchrow(
@@ -48,11 +54,11 @@ class PostgresPlants:
         args = (user_id, plant.plant_id, plant.name, plant.tag)
         try:
             async with self._connection() as connection:
-                row = await connection.fetchrow(CREATE_PLANT, *args)
+                row = await connection.fetchrow(CREATE_PLANT, *args, self._quota)
                 while row is None:  # a racing create committed after our snapshot was taken
                     row = await connection.fetchrow(FIND_PLANT, user_id, plant.plant_id)
                     if row is None:  # ...and was deleted again: try the insert once more
-                        row = await connection.fetchrow(CREATE_PLANT, *args)
+                        row = await connection.fetchrow(CREATE_PLANT, *args, self._quota)
         except asyncpg.PostgresError as exc:
             if exc.sqlstate == QUOTA_SQLSTATE:
                 return CreateOutcome.OVER_QUOTA

@@ -36,10 +36,13 @@ QUOTA_SQLSTATE = "PSQ01"  # raised by migration 0004's trigger at the quota
 # once, on a small table, as a scan of it, and that plan then read the whole table for
 # every batch. A create the statement did not insert (the id is taken, or a racing instance
 # took it) is settled alone, by the one-create path.
+# The quota's limit is set for the statement's own transaction, as in ``CREATE_PLANT``.
 CREATE_MANY = """
+WITH quota AS (SELECT set_config('plantstore.max_plants_per_user', $5, true))
 INSERT INTO plants (user_id, id, name, tag)
 SELECT user_id, id, name, tag
-FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS given (user_id, id, name, tag)
+FROM quota, unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[])
+    AS given (user_id, id, name, tag)
 ORDER BY user_id, id
 ON CONFLICT (user_id, id) DO NOTHING
 RETURNING user_id, id
@@ -62,10 +65,14 @@ class CreateBatcher:
     """Writes creates in batches on ``connection()``; ``create_one`` settles what a batch
     cannot."""
 
-    def __init__(self, connection: Connection, create_one: CreateOne, timeout: float) -> None:
+    def __init__(
+        self, connection: Connection, create_one: CreateOne, timeout: float, quota: str
+    ) -> None:
         """``timeout``: the longest a create waits for its answer, its turn included (then a
-        503), as any other request waits for the database at most its budget."""
+        503), as any other request waits for the database at most its budget. ``quota``: the
+        per-user limit as the trigger reads it ('' for none)."""
         self._connection = connection
+        self._quota = quota
         self._timeout = timeout
         self._create_one = create_one
         self._waiting: list[_Create] = []
@@ -120,7 +127,7 @@ class CreateBatcher:
             [create.plant.tag for create in batch],
         )
         async with self._connection() as connection, connection.transaction():
-            rows = await connection.fetch(CREATE_MANY, *columns)
+            rows = await connection.fetch(CREATE_MANY, *columns, self._quota)
         inserted = {(user_id, plant_id) for user_id, plant_id in rows}
         unsettled = []
         for create in batch:

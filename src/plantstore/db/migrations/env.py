@@ -8,6 +8,8 @@ that start together migrate one after another.
 from __future__ import annotations
 
 import asyncio
+import uuid
+from typing import Any
 
 import asyncpg
 from alembic import context
@@ -28,11 +30,17 @@ def run_migrations(connection: Connection) -> None:
 
 
 async def run_on_postgres(dsn: str) -> None:
-    engine = create_async_engine(
-        "postgresql+asyncpg://",
-        async_creator=lambda: asyncpg.connect(dsn, timeout=10),
-        poolclass=NullPool,
-    )
+    def connect() -> Any:
+        # Prepared statements named afresh and never cached: behind a pooler in transaction
+        # mode the server connection is another client's next, and asyncpg's numbered names
+        # would meet the same names there (what SQLAlchemy's asyncpg notes advise).
+        return engine.sync_engine.dialect.dbapi.connect(  # type: ignore[union-attr]
+            async_creator_fn=lambda: asyncpg.connect(dsn, timeout=10, statement_cache_size=0),
+            prepared_statement_cache_size=0,
+            prepared_statement_name_func=lambda: f"__plantstore_{uuid.uuid4().hex}__",
+        )
+
+    engine = create_async_engine("postgresql+asyncpg://", creator=connect, poolclass=NullPool)
     try:
         async with engine.connect() as connection:
             await connection.run_sync(run_migrations)

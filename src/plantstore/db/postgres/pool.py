@@ -28,6 +28,7 @@ from ..failures import StoreOpenError, describe_failure
 from ..health import Readiness, WriteHealth
 from .connections import ConnectionPool
 from .faults import outage_of
+from .pooling import Pooling, check_held, startup_settings, statement_cache_size
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +45,14 @@ class PostgresDatabase:
         statement_timeout: float = 1.0,
         allow_unsafe_durability: bool = False,
         max_plants_per_user: int | None = None,
+        pooling: Pooling = "none",
         on_refusal: Callable[[str], None] | None = None,
     ) -> None:
         self._dsn = dsn
-        self._max_plants = max_plants_per_user
+        # The per-user limit as migration 0004's trigger reads it ('' for none); each create
+        # sets it for its own transaction, which a pooler keeps.
+        self.quota = "" if max_plants_per_user is None else str(max_plants_per_user)
+        self._pooling: Pooling = pooling
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
         self._statement_timeout = statement_timeout
@@ -62,6 +67,13 @@ class PostgresDatabase:
         try:
             self._pool = ConnectionPool(self._connect, self._pool_size)
             await self._check_durability()
+            async with self.connection() as connection:
+                await check_held(
+                    connection,
+                    self._pooling,
+                    self._statement_timeout,
+                    self._allow_unsafe_durability,
+                )
         except StoreOpenError:
             await self.close()
             raise
@@ -77,19 +89,11 @@ class PostgresDatabase:
             self._dsn,
             timeout=self._connect_timeout,
             command_timeout=self._statement_timeout,
-            server_settings=self._server_settings(),
+            statement_cache_size=statement_cache_size(self._pooling),
+            server_settings=startup_settings(
+                self._pooling, self._statement_timeout, not self._allow_unsafe_durability
+            ),
         )
-
-    def _server_settings(self) -> dict[str, str]:
-        settings = {
-            "application_name": "plantstore",
-            "statement_timeout": str(int(self._statement_timeout * 1000)),
-        }
-        if not self._allow_unsafe_durability:
-            settings["synchronous_commit"] = "on"  # whatever the database's default is
-        if self._max_plants is not None:  # read by migration 0004's trigger
-            settings["plantstore.max_plants_per_user"] = str(self._max_plants)
-        return settings
 
     async def _check_durability(self) -> None:
         """Refuse a server that would acknowledge commits it has not made durable."""

@@ -3,9 +3,10 @@
 Counting a user's plants on every create would read up to the whole quota (100,000 rows);
 a counter on ``users`` costs one indexed update per insert or delete. On PostgreSQL the
 insert trigger also enforces the quota: the counter's row lock orders concurrent creates of
-one user, even across instances, so none slips past it. The limit comes from the session
-setting ``plantstore.max_plants_per_user`` (unset: no limit). SQLite has one writer, which
-checks the counter itself before inserting.
+one user, even across instances, so none slips past it. The limit comes from the setting
+``plantstore.max_plants_per_user`` (unset: no limit), which each create sets for its own
+transaction (a pooler keeps that). SQLite has one writer, which checks the counter itself
+before inserting.
 
 Revision ID: 0004
 Revises: 0003

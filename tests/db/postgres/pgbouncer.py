@@ -1,0 +1,91 @@
+"""A real PgBouncer (Debian's ``pgbouncer``) in front of the run's PostgreSQL, on a free port,
+in one pool mode: started as the ``postgres`` user (PgBouncer refuses root), trust auth, every
+database passed through; stopped and its files removed at the end."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+BINARY = "/usr/sbin/pgbouncer"
+
+
+def installed() -> bool:
+    return Path(BINARY).exists()
+
+
+@contextmanager
+def pgbouncer(server_url: str, mode: str) -> Iterator[str]:
+    """Yield ``server_url`` as seen through a PgBouncer in pool ``mode``."""
+    parts = urlsplit(server_url)
+    port = _free_port()
+    directory = Path(tempfile.mkdtemp(prefix="plantstore-pgbouncer-"))
+    (directory / "users.txt").write_text(f'"{parts.username or "postgres"}" ""\n')
+    (directory / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"* = host={parts.hostname} port={parts.port or 5432}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+        f"auth_type = trust\nauth_file = {directory}/users.txt\n"
+        f"admin_users = {parts.username or 'postgres'}\n"
+        f"pool_mode = {mode}\ndefault_pool_size = 20\nmax_client_conn = 500\n"
+        f"logfile = {directory}/pgbouncer.log\n"
+    )
+    as_postgres: list[str] = []
+    if os.geteuid() == 0:
+        user = pwd.getpwnam("postgres")
+        os.chown(directory, user.pw_uid, user.pw_gid)
+        for child in directory.iterdir():
+            os.chown(child, user.pw_uid, user.pw_gid)
+        as_postgres = ["runuser", "-u", "postgres", "--"]
+    process = subprocess.Popen(
+        [*as_postgres, BINARY, str(directory / "pgbouncer.ini")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_for(port, process, directory)
+        yield urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{port}"))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def admin(url: str, command: str) -> str:
+    """Run ``command`` on PgBouncer's admin console (the ``pgbouncer`` database) with psql,
+    which speaks the simple query protocol the console wants."""
+    parts = urlsplit(url)
+    console = urlunsplit(parts._replace(path="/pgbouncer"))
+    return subprocess.run(
+        ["psql", console, "-Atc", command], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def _wait_for(port: int, process: subprocess.Popen[bytes], directory: Path) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log = directory / "pgbouncer.log"
+            raise RuntimeError(f"pgbouncer exited: {log.read_text() if log.exists() else ''}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("pgbouncer did not listen within 10 s")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

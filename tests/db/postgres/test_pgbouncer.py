@@ -1,0 +1,112 @@
+"""Behind a real PgBouncer, in session and in transaction pooling, the service keeps every
+server-side setting it relies on or refuses to start: the per-user quota holds (each create
+sets it for its own transaction), the statement timeout and ``synchronous_commit`` are the
+server's own for the service's role, and prepared statements never outlive a transaction.
+
+PgBouncer is Debian's (``apt install pgbouncer``), in front of the run's PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests import pg
+from tests.conftest import all_plants, assert_error, bearer, free_port, start_server, stop_server
+from tests.db.postgres import pgbouncer
+
+MODES = ("session", "transaction")
+QUOTA = 40
+
+
+@pytest.fixture(params=MODES)
+def pooled(request: pytest.FixtureRequest, postgres: pg.PostgresServer) -> Iterator[list[str]]:
+    """[pool mode, the database's direct URL, its URL through a fresh PgBouncer]."""
+    if not pgbouncer.installed():
+        pytest.skip("pgbouncer is not installed (apt install pgbouncer)")
+    direct = postgres.create_database()
+    with pgbouncer.pgbouncer(direct, request.param) as through:
+        yield [request.param, direct, through]
+
+
+def test_the_start_refuses_in_one_line_until_the_server_holds_the_settings(
+    pooled: list[str],
+) -> None:
+    mode, _, through = pooled
+    environment = {
+        **os.environ,
+        "PLANTSTORE_DATABASE_URL": through,
+        "PLANTSTORE_POSTGRES_POOLING": mode,
+        "PLANTSTORE_PORT": str(free_port()),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "plantstore", "serve"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"behind a {mode} pooler" in lines[0]
+    assert "SET statement_timeout = '1000ms'" in lines[0]
+    assert "synchronous_commit" in lines[0]  # what it has is said, here "on"
+
+
+def test_through_the_pooler_the_quota_holds_and_creates_never_fail(
+    pooled: list[str], tmp_path: Path
+) -> None:
+    mode, direct, through = pooled
+    database = pg.database_of(direct)
+    pg.run_sql(
+        direct,
+        f"ALTER ROLE CURRENT_USER IN DATABASE \"{database}\" SET statement_timeout = '1000ms'",
+    )
+    pgbouncer.admin(through, "RECONNECT")  # the server connections it holds start afresh
+    server = start_server(
+        through,
+        tmp_path / "serve.log",
+        "--workers",
+        "2",
+        PLANTSTORE_POSTGRES_POOLING=mode,
+        PLANTSTORE_MAX_PLANTS_PER_USER=str(QUOTA),
+        PLANTSTORE_RATE_LIMIT="off",
+    )
+    try:
+        headers = bearer(server.token)
+
+        def create(plant_id: int) -> int:
+            with httpx.Client(base_url=server.base_url, timeout=10) as http:
+                body = {"id": plant_id, "name": f"p{plant_id}"}
+                return http.post("/plants", headers=headers, json=body).status_code
+
+        # Concurrent creates from both workers past the quota: batches, the one-create path
+        # and the trigger's row lock all run through the pooler's shared server connections.
+        with ThreadPoolExecutor(8) as pool:
+            statuses = Counter(pool.map(create, range(QUOTA + 12)))
+        assert statuses == {200: QUOTA, 403: 12}, statuses
+        with server.client() as http:
+            refused = http.post("/plants", headers=headers, json={"id": 999, "name": "x"})
+            assert_error(refused, 403, "quota")
+            assert http.delete("/plants/3", headers=headers).status_code == 204
+            again = http.post("/plants", headers=headers, json={"id": 999, "name": "x"})
+            assert again.status_code == 200, again.text
+        assert len(all_plants(server, server.token)) == QUOTA
+        # What the service's sessions run with, seen from the server: the role's settings.
+        [[settings]] = pg.run_sql(
+            through,
+            "SELECT current_setting('statement_timeout'), current_setting('synchronous_commit')",
+        )
+        assert settings == ("1s", "on")
+    finally:
+        stop_server(server)
+    assert "Traceback" not in server.log_path.read_text()
