@@ -157,7 +157,7 @@ def _token_row(fields: dict[str, Any]) -> tuple[str, ...]:
 @click.argument("token_id", type=int)
 @click.pass_context
 def token_revoke(ctx: click.Context, token_id: int) -> None:
-    """Revoke a token by its id (see ``token list``); it stops working within a second."""
+    """Revoke a token by its id (see 'token list'); it stops working within a second."""
     settings = settings_for(ctx)
     if not with_database(
         settings, lambda database: token_store_for(database).revoke_token(token_id)
