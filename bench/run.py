@@ -48,7 +48,8 @@ from speed.peer_phase import (
     sqlite_peers,
 )
 from speed.phases import (
-    PG_LABEL,
+    POOLED_KEYS,
+    POSTGRES_KEYS,
     group_commit_off,
     paced_rounds,
     postgres,
@@ -227,10 +228,7 @@ def postgres_phases(
     """PostgreSQL --workers 2, then its peers; rows kept as not run when skipped."""
     if args.skip_postgres:
         skipped = "--skip-postgres"
-        rows = [
-            not_run("pg_list10", f"list 10, {PG_LABEL}", skipped),
-            not_run("pg_create", f"create, {PG_LABEL}", skipped),
-        ]
+        rows = [not_run(key, label, skipped) for key, label in POSTGRES_KEYS + POOLED_KEYS]
         return rows, not_run_contenders(POSTGRES, skipped)
     print("PostgreSQL, --workers 2, unpinned", flush=True)
     rows = postgres(options, args.postgres, layout)

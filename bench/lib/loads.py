@@ -12,6 +12,7 @@ from lib.seed import Layout, prepare, seed_sqlite
 CREATE_IDS = 10**12  # far above every seeded id; each create run gets its own block
 MIX_CREATE_IDS = 2 * 10**12
 GROUP_COMMIT_OFF_IDS = 3 * 10**12
+POOLED_CREATE_IDS = 4 * 10**12  # PostgreSQL's creates through PgBouncer
 
 
 def creates(first_id: int, profile: bool = False) -> Load:

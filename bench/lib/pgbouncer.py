@@ -1,4 +1,4 @@
-"""A real PgBouncer (Debian's ``pgbouncer``) in front of the run's PostgreSQL, on a free port,
+"""A real PgBouncer (Debian's ``pgbouncer``) in front of a PostgreSQL server, on a free port,
 in one pool mode: started as the ``postgres`` user (PgBouncer refuses root), trust auth, every
 database passed through; stopped and its files removed at the end."""
 

@@ -7,6 +7,7 @@ the two create figures are compared, so they land in a table of the same size.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import subprocess
 import time
@@ -14,9 +15,11 @@ from pathlib import Path
 
 import asyncpg
 
+from lib import pgbouncer
 from lib.loads import (
     CREATE_IDS,
     GROUP_COMMIT_OFF_IDS,
+    POOLED_CREATE_IDS,
     creates,
     deletes,
     fresh_sqlite,
@@ -32,6 +35,9 @@ from lib.servers import Server
 from lib.services import start_reference, start_service
 
 PG_LABEL = "PostgreSQL, 2 workers"
+PGB_LABEL = "PostgreSQL through PgBouncer (transaction pooling), 2 workers"
+POSTGRES_KEYS = (("pg_list10", f"list 10, {PG_LABEL}"), ("pg_create", f"create, {PG_LABEL}"))
+POOLED_KEYS = (("pgb_list10", f"list 10, {PGB_LABEL}"), ("pgb_create", f"create, {PGB_LABEL}"))
 
 
 def reference(options: Options, token: str, key: str, label: str) -> Measurement:
@@ -144,8 +150,9 @@ def group_commit_off(options: Options, url: str, token: str) -> Measurement:
 
 
 def postgres(options: Options, admin_url: str, layout: Layout) -> list[Measurement]:
-    """list 10 and creates with two workers; rows marked not run when PostgreSQL is away."""
-    keys = (("pg_list10", f"list 10, {PG_LABEL}"), ("pg_create", f"create, {PG_LABEL}"))
+    """list 10 and creates with two workers, straight to PostgreSQL and then through PgBouncer
+    in transaction pooling; rows marked not run when PostgreSQL is away."""
+    keys = POSTGRES_KEYS + POOLED_KEYS
     problem = postgres_problem(admin_url)
     if problem is None:
         try:
@@ -179,20 +186,58 @@ def _postgres(
         print(f"  seeded PostgreSQL: {bulk_only.total_plants:,} plants in {took:.1f}s", flush=True)
         server = start_service(options, "postgres", url, token, "--workers", "2", pinned=False)
         try:
-            return _measure_unpinned(server, options, keys)
+            rows = _measure_unpinned(server, options, keys[:2], CREATE_IDS)
+        finally:
+            server.stop()
+        return rows + _through_pgbouncer(options, url, token, keys[2:])
+
+
+def _through_pgbouncer(
+    options: Options, url: str, token: str, keys: tuple[tuple[str, str], ...]
+) -> list[Measurement]:
+    """The same loads through a PgBouncer in transaction pooling, on the same database; rows
+    marked not run where pgbouncer is not installed."""
+    if not pgbouncer.installed():
+        return [not_run(key, label, "pgbouncer not installed") for key, label in keys]
+    # Behind a pooler the server holds the service's statement timeout (pooling.py).
+    with pgbouncer.pgbouncer(url, "transaction") as through:
+        asyncio.run(_hold_statement_timeout(url))
+        server = start_service(
+            options,
+            "postgres-pgbouncer",
+            through,
+            token,
+            "--workers",
+            "2",
+            pinned=False,
+            PLANTSTORE_POSTGRES_POOLING="transaction",
+        )
+        try:
+            return _measure_unpinned(server, options, keys, POOLED_CREATE_IDS)
         finally:
             server.stop()
 
 
+async def _hold_statement_timeout(url: str) -> None:
+    connection = await asyncpg.connect(url)
+    try:
+        database = await connection.fetchval("SELECT current_database()")
+        await connection.execute(
+            f'ALTER ROLE CURRENT_USER IN DATABASE "{database}" SET statement_timeout = 1000'
+        )
+    finally:
+        await connection.close()
+
+
 def _measure_unpinned(
-    server: Server, options: Options, keys: tuple[tuple[str, str], ...]
+    server: Server, options: Options, keys: tuple[tuple[str, str], ...], first_id: int
 ) -> list[Measurement]:
     """Service and wrk share the cores with the PostgreSQL server, so nothing is pinned."""
     warm_up(server, options, pinned=False)
     (list_key, list_label), (create_key, create_label) = keys
     rows = [
         measure(server, Load(), options, list_key, list_label, pinned=False),
-        measure(server, creates(CREATE_IDS), options, create_key, create_label, pinned=False),
+        measure(server, creates(first_id), options, create_key, create_label, pinned=False),
     ]
     for row in rows:
         row.note = "service and wrk unpinned: the PostgreSQL server needs a core too; " + (

@@ -50,6 +50,8 @@ def targets(
         _stored_ratio(rows.get("list10_paced"), rows.get("list10_paced_small")),
         _at_least("PostgreSQL --workers 2, list 10", rows.get("pg_list10"), 10_000),
         _at_least("PostgreSQL --workers 2, creates", rows.get("pg_create"), 5_000),
+        _pooled_share("list 10", rows.get("pgb_list10"), rows.get("pg_list10")),
+        _pooled_share("creates", rows.get("pgb_create"), rows.get("pg_create")),
         _peak_rss(ours),
         _all_2xx(ours),
     ]
@@ -81,6 +83,19 @@ def _at_least(name: str, row: Measurement | None, floor: int) -> Target:
         return f"{results[0].rate:,.0f}/s", results[0].rate >= floor
 
     return check(name, f">= {floor:,}/s", [row], judge)
+
+
+def _pooled_share(what: str, pooled: Measurement | None, direct: Measurement | None) -> Target:
+    """Through PgBouncer in transaction pooling (no statement cache) against straight to
+    PostgreSQL, same database, same run."""
+
+    def judge(results: list[WrkResult]) -> tuple[str, bool]:
+        through, straight = results[0].rate, results[1].rate
+        share = through / straight if straight else 0.0
+        return f"{share:.2f}x ({through:,.0f}/s vs {straight:,.0f}/s direct)", share >= 0.8
+
+    name = f"PostgreSQL {what} through PgBouncer (transaction) vs direct"
+    return check(name, ">= 0.8x", [pooled, direct], judge)
 
 
 def _group_commit_gain(on: Measurement | None, off: Measurement | None) -> Target:

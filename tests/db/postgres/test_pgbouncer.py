@@ -3,11 +3,13 @@ server-side setting it relies on or refuses to start: the per-user quota holds (
 sets it for its own transaction), the statement timeout and ``synchronous_commit`` are the
 server's own for the service's role, and prepared statements never outlive a transaction.
 
-PgBouncer is Debian's (``apt install pgbouncer``), in front of the run's PostgreSQL.
+PgBouncer is Debian's (``apt install pgbouncer``), in front of the run's PostgreSQL, run by
+the benchmark's own runner (bench/lib/pgbouncer.py), which ``make bench`` uses too.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -15,13 +17,20 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from tests import pg
 from tests.conftest import all_plants, assert_error, bearer, free_port, start_server, stop_server
-from tests.db.postgres import pgbouncer
+
+# Imported as bench.lib.pgbouncer (the repository root is on sys.path); mypy knows bench/'s
+# modules by their names under bench/ (lib.*), as the fault suite's test does.
+if TYPE_CHECKING:
+    import lib.pgbouncer as pgbouncer
+else:
+    pgbouncer = importlib.import_module("bench.lib.pgbouncer")
 
 MODES = ("session", "transaction")
 QUOTA = 40
