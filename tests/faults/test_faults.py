@@ -71,10 +71,10 @@ def test_a_read_after_a_commit_goes_on_while_the_disk_is_frozen(tmp_path: Path) 
     """The first read of a commit must not have to write its read mark into ``-shm``: on a
     frozen file system that write waits for the thaw, and it would be an event loop's."""
     fs = ext4.LoopFs(tmp_path, 32)
+    fs.setup()
+    database = fs.mount / "plants.db"
+    writer = Writer(database, group_commit=True, max_batch=8, busy_timeout_ms=1000)
     try:
-        fs.setup()
-        database = fs.mount / "plants.db"
-        writer = Writer(database, group_commit=True, max_batch=8, busy_timeout_ms=1000)
         writer.start()
         reader = connect(database, 1000)
         asyncio.run(writer.submit(_make_table))
@@ -93,9 +93,11 @@ def test_a_read_after_a_commit_goes_on_while_the_disk_is_frozen(tmp_path: Path) 
         fs.thaw()
         assert finished_frozen, "a read of the last commit waited for the frozen disk"
         assert counted == [1]
-        writer.stop()
         reader.close()
     finally:
+        if fs.frozen:
+            fs.thaw()
+        writer.stop()  # before the unmount, which an open file would refuse
         fs.close()
 
 
