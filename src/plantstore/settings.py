@@ -209,8 +209,10 @@ class Settings(BaseSettings):
         return split_list(self.cors_origins)
 
 
-def default_workers() -> int:
-    """One worker per core this process may run on, at most 8.
+def default_workers(cgroup: str = "/sys/fs/cgroup") -> int:
+    """One worker per core this process may run on, at most 8, and no more than its cgroup's
+    CPU quota allows (``docker run --cpus=1`` limits time, not affinity: a second worker
+    there only splits one core's time between two processes' memory).
 
     Reads scale with workers; writes gain less, since every worker's go through the machine's
     one writer; and each worker is a process with its own memory (the workers rows and the
@@ -218,7 +220,39 @@ def default_workers() -> int:
     machine with processes.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    quota = cgroup_cpu_quota(cgroup)
+    if quota is not None:
+        cores = min(cores or quota, quota)
     return max(1, min(8, cores or 1))
+
+
+def cgroup_cpu_quota(cgroup: str = "/sys/fs/cgroup") -> int | None:
+    """The CPUs a cgroup's quota is worth, rounded up; None without a quota or a cgroup.
+
+    cgroup v2's ``cpu.max`` ("200000 100000", or "max 100000" for none) first, then v1's
+    ``cpu.cfs_quota_us`` (-1 for none) over ``cpu.cfs_period_us``. A container sees its own
+    cgroup at ``/sys/fs/cgroup`` (v1: under ``cpu`` or ``cpu,cpuacct``).
+    """
+    candidates = [(f"{cgroup}/cpu.max", None)] + [
+        (f"{cgroup}/{name}/cpu.cfs_quota_us", f"{cgroup}/{name}/cpu.cfs_period_us")
+        for name in ("cpu", "cpu,cpuacct")
+    ]
+    for quota_file, period_file in candidates:
+        try:
+            with open(quota_file) as file:
+                words = file.read().split()
+            if period_file is not None:
+                with open(period_file) as file:
+                    words = words[:1] + file.read().split()[:1]
+        except OSError:
+            continue
+        if len(words) < 2 or not all(w.lstrip("-").isdigit() for w in words[:2]):
+            return None  # "max 100000": no quota
+        quota, period = int(words[0]), int(words[1])
+        if quota <= 0 or period <= 0:
+            return None  # v1's -1: no quota
+        return max(1, -(-quota // period))
+    return None
 
 
 def split_list(text: str) -> list[str]:

@@ -21,6 +21,7 @@ from ..auth.cli_users import user
 from ..commandline import file_trouble
 from ..webhooks.cli import webhook
 from .db import db
+from .health import health
 from .serve import serve
 
 
@@ -54,7 +55,7 @@ def main(ctx: click.Context, database_url: str | None) -> None:
     ctx.obj = {"database_url": database_url}
 
 
-for command in (serve, token, user, db, webhook):
+for command in (serve, health, token, user, db, webhook):
     main.add_command(command)
 
 __all__ = ["main"]

@@ -12,6 +12,7 @@ import signal
 import socket
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import structlog
@@ -25,6 +26,7 @@ from ..ops.duty import machine_duty
 from ..ops.logs import GRANIAN_LOGGING, configure_logging
 from ..ops.metrics_server import MULTIPROCESS_VARIABLE, serve_metrics
 from .connections import connections_per_worker, raise_open_file_limit
+from .health import recorded_address, runtime_directory
 
 METRICS_VARIABLE = "PLANTSTORE_METRICS_ADDRESS"
 MAX_HEADER_BYTES = 16 * 1024  # request line plus headers; granian (hyper) answers 431 past it
@@ -51,6 +53,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         workers=workers,
     )
     listen_ip = listen[0]
+    runtime = runtime_directory()  # before anything is written: none may land in /data
     issue_first_token(settings)
     for name, value in settings.model_dump().items():  # the workers read these back
         if value is not None:  # unset stays unset ("None" would be read back as a value)
@@ -82,7 +85,11 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     )
     if settings.workers > 1:  # one worker keeps its budgets in its own memory, as exactly
         MachineTable().share_with_workers()
-    with _metrics(settings.metrics_listen, chosen=chosen_metrics), _duty(settings.workers):
+    with (
+        _metrics(settings.metrics_listen, runtime, chosen=chosen_metrics),
+        _duty(settings.workers, runtime),
+        recorded_address(settings, listen_ip),  # what `plantstore health` asks
+    ):
         Granian(
             "plantstore.app:create_rsgi_app_from_env",
             factory=True,
@@ -216,17 +223,17 @@ def _end_starting_worker(signum: int, frame: object) -> None:
 
 
 @contextlib.contextmanager
-def _duty(workers: int) -> Iterator[None]:
+def _duty(workers: int, runtime: Path) -> Iterator[None]:
     """With several workers, one of them at a time runs the machine's background jobs."""
     if workers == 1:
         yield
         return
-    with machine_duty():
+    with machine_duty(runtime):
         yield
 
 
 @contextlib.contextmanager
-def _metrics(listen: tuple[str, int] | None, *, chosen: bool) -> Iterator[None]:
+def _metrics(listen: tuple[str, int] | None, runtime: Path, *, chosen: bool) -> Iterator[None]:
     """``/metrics`` on its own address, fed by every worker through a fresh shared directory.
 
     An address the operator chose that cannot be listened on stops ``serve``; the shipped
@@ -237,7 +244,7 @@ def _metrics(listen: tuple[str, int] | None, *, chosen: bool) -> Iterator[None]:
         yield
         return
     host, port = listen
-    with tempfile.TemporaryDirectory(prefix="plantstore-metrics-") as directory:
+    with tempfile.TemporaryDirectory(prefix="plantstore-metrics-", dir=runtime) as directory:
         try:
             serve_metrics(host, port, directory)
         except OSError as exc:

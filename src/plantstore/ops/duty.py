@@ -29,10 +29,11 @@ _inherited: Path | None = None
 
 
 @contextlib.contextmanager
-def machine_duty() -> Iterator[Path]:
-    """Make the duty's lock file for the workers about to be forked; remove it afterwards."""
+def machine_duty(directory: Path | None = None) -> Iterator[Path]:
+    """Make the duty's lock file (in ``directory``, else the temporary one) for the workers
+    about to be forked; remove it afterwards."""
     global _inherited
-    descriptor, name = tempfile.mkstemp(prefix="plantstore-duty-")
+    descriptor, name = tempfile.mkstemp(prefix="plantstore-duty-", dir=directory)
     os.close(descriptor)
     _inherited = Path(name)
     try:
