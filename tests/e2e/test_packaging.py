@@ -6,9 +6,9 @@ Here a wheel is built with ``python -m build`` from a clean copy of the reposito
 contents are compared with the tree, and it is installed into a fresh virtual environment
 with the very ``pip install`` command the Dockerfile's runtime stage runs. The README quick
 start then runs against ``plantstore serve`` from that environment (in a directory without
-the sources), and the Dockerfile's healthcheck command is run against it. There is no Docker
-engine to build the image with, so the Dockerfile's other promises (stages, non-root user,
-volume, settings, COPY sources against .dockerignore) are checked statically.
+the sources), and the Dockerfile's healthcheck command is run against it. The Dockerfile's
+other promises (stages, non-root user, volume, settings, COPY sources against .dockerignore)
+are checked statically here; tests/e2e/test_container.py builds the image and runs it.
 """
 
 from __future__ import annotations
@@ -457,8 +457,11 @@ def test_dockerfile_healthcheck_runs_against_the_installed_server(
     venv: Path, served: Served, tmp_path: Path
 ) -> None:
     command = healthcheck_command()
-    assert command[0] == "python", "the image has python on PATH (the venv's), not curl"
-    environment = outside_environment(venv, PLANTSTORE_PORT=str(served.port))
+    assert command[0] == "plantstore", "the image has the venv's plantstore on PATH, not curl"
+    # No PLANTSTORE_PORT: the server was given --port, and the health check follows it.
+    environment = outside_environment(
+        venv, PLANTSTORE_DATABASE_URL=f"sqlite:///{tmp_path / 'x.db'}"
+    )
     healthy = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True)
     assert healthy.returncode == 0, healthy.stderr
     stop(served.process)
@@ -486,7 +489,10 @@ def test_dockerfile_keeps_its_promises() -> None:
     assert environment["PLANTSTORE_DATABASE_URL"] == "sqlite:////data/plantstore.db"
     assert environment["PLANTSTORE_HOST"] == "0.0.0.0"
     assert "8000" in " ".join(arguments_of(runtime, "EXPOSE")).split()
-    assert any("/readyz" in word for word in healthcheck_command()), "HEALTHCHECK skips /readyz"
+    assert healthcheck_command() == ["plantstore", "health"], "HEALTHCHECK asks /readyz"
+    assert [json.loads(e) for e in arguments_of(runtime, "ENTRYPOINT")] == [
+        ["/usr/bin/tini", "--"]
+    ], "no init as PID 1 to reap orphans"
     assert not {"curl", "wget"} & set(" ".join(healthcheck_command()).split()), (
         "the slim image has neither curl nor wget"
     )
