@@ -246,13 +246,18 @@ class PatroniCluster:
         while True:
             leader = self.leader()
             if leader is not None:
-                with contextlib.suppress(OSError, Exception):
+                with contextlib.suppress(Exception):  # not up yet: ask again
                     [rows] = pg.run_sql(
                         self.node_url(leader),
-                        "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'",
+                        "SELECT application_name, sync_state FROM pg_stat_replication"
+                        " WHERE state = 'streaming'",
                     )
-                    states = sorted(str(state) for (state,) in rows)
-                    if len(states) == NODES - 1 and "sync" in states:
+                    # by name: pg_basebackup's WAL stream (a node's bootstrap) streams too
+                    states = {str(name): str(state) for name, state in rows}
+                    others = [node.name for node in self.nodes if node is not leader]
+                    if all(name in states for name in others) and any(
+                        states[name] == "sync" for name in others
+                    ):
                         return leader
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no replicating Patroni cluster in {timeout} s: {self.logs()}")

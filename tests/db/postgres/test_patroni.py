@@ -174,6 +174,11 @@ def test_a_frozen_leader_listed_first_does_not_hide_the_promoted_one() -> None:
             assert time.monotonic() < frozen + TTL + 40, f"no promotion: {cluster.logs()}"
             time.sleep(0.05)
         promoted = time.monotonic()
+        while pg.run_sql(cluster.node_url(new_leader), "SELECT pg_is_in_recovery()") != [
+            [(False,)]
+        ]:  # Patroni says primary a moment before PostgreSQL has left recovery
+            assert time.monotonic() < promoted + 30, "the new leader never left recovery"
+            time.sleep(0.01)
         in_turn, in_turn_s = asyncio.run(connect_port(asyncpg.connect, url))
         at_once, at_once_s = asyncio.run(connect_port(connect_to_writer, url))
     print(
@@ -194,7 +199,12 @@ async def connect_port(
     started = time.monotonic()
     try:
         connection = await connect(url, timeout=CONNECT_TIMEOUT)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # TimeoutError too
+    except (
+        OSError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.TargetServerAttributeNotMatched,
+    ) as exc:
         return exc, time.monotonic() - started
     try:
         return int(await connection.fetchval("SELECT inet_server_port()")), (

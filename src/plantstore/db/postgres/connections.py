@@ -34,6 +34,13 @@ from ..urls import postgres_hosts, session_attrs
 
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
 _RACED_ATTRS = ("read-write", "primary")  # one host only can be it: the first to say so wins
+_HOST_FAILURES = (  # a standby's "not read-write" is no InterfaceError
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.TargetServerAttributeNotMatched,
+)
 
 
 async def connect_to_writer(dsn: str, *, timeout: float, **options: Any) -> asyncpg.Connection:
@@ -58,7 +65,7 @@ async def connect_to_writer(dsn: str, *, timeout: float, **options: Any) -> asyn
             try:
                 chosen = await attempt
                 return chosen
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except _HOST_FAILURES as exc:
                 errors.append(exc)  # this host cannot serve: the others may
     finally:
         for attempt in attempts:  # the rest: stopped, or their connections ended
