@@ -35,7 +35,7 @@ def test_a_create_past_the_quota_is_a_403_and_stores_nothing(
             body = {"id": plant_id, "name": f"p{plant_id}"}
             assert client.post("/plants", headers=alice, json=body).status_code == 200
         refused = client.post("/plants", headers=alice, json={"id": 99, "name": "one too many"})
-        assert_error(refused, 403, "quota")
+        assert_error(refused, 403, "quota", f"you already hold {QUOTA} plants")
         assert names(client, alice) == ["p0", "p1", "p2"]
 
 

@@ -98,7 +98,7 @@ def test_a_sandbox_token_is_a_fresh_user_with_its_own_quota_and_expiry(
         first, second = body["token"], sandbox_token(http)
         for plant_id in (1, 2, 3):
             assert create(http, first, plant_id).status_code == 200
-        assert_error(create(http, first, 4), 403, "quota")
+        assert_error(create(http, first, 4), 403, "quota", "hold 3 plants")  # its own, named
         assert create(http, first, 3).status_code == 200  # an identical repeat is still fine
         assert [p["name"] for p in http.get("/plants", headers=bearer(first)).json()] == [
             "p1",

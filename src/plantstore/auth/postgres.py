@@ -15,7 +15,7 @@ from .store import TokenRecord, UserRecord
 _FIRST_TOKEN_LOCK = 0x706C616E7474  # advisory-lock key for "issue the first token once"
 _TOKEN_COLUMNS = (
     "tokens.id, users.name, users.id, tokens.created_at, tokens.expires_at, "
-    "tokens.last_used_at, tokens.revoked_at, tokens.label, users.disabled_at"
+    "tokens.last_used_at, tokens.revoked_at, tokens.label, users.disabled_at, users.max_plants"
 )
 _FIND_TOKEN = (
     f"SELECT {_TOKEN_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id "  # noqa: S608 (constant columns)

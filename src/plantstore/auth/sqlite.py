@@ -11,7 +11,7 @@ from .store import TokenRecord, UserRecord
 
 TOKEN_COLUMNS = (
     "tokens.id, users.name, users.id, tokens.created_at, tokens.expires_at, "
-    "tokens.last_used_at, tokens.revoked_at, tokens.label, users.disabled_at"
+    "tokens.last_used_at, tokens.revoked_at, tokens.label, users.disabled_at, users.max_plants"
 )
 _USER_COLUMNS = "id, name, issuer, created_at, disabled_at"
 _LIST_USERS = (

@@ -30,6 +30,7 @@ class TokenRecord(msgspec.Struct, frozen=True, gc=False):
     revoked_at: float | None
     label: str | None = None
     user_disabled_at: float | None = None  # the operator shut the user out (``user disable``)
+    own_quota: int | None = None  # the user's own plant quota (a sandbox user's); None: global
 
     def usable_at(self, now: float) -> bool:
         """Tell whether the token may authenticate a request at wall-clock time ``now``."""

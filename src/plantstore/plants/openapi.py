@@ -103,7 +103,8 @@ _CREATE = {
         **COMMON_ERRORS,
         "403": error(
             "The caller already holds the most plants the per-user quota allows (100,000 by "
-            "default, PLANTSTORE_MAX_PLANTS_PER_USER); delete some first."
+            "default, PLANTSTORE_MAX_PLANTS_PER_USER), which the message gives; delete some "
+            "first."
         ),
         "408": error(
             "The body did not arrive within the body deadline (30 s by default, "

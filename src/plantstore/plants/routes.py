@@ -42,6 +42,7 @@ class PlantRoutes:
     def __init__(self, settings: Settings) -> None:
         self._page_cap = settings.page_cap
         self._max_body_bytes = settings.max_body_bytes
+        self._quota = settings.max_plants_per_user
         self._body_timeout = settings.body_timeout
 
     def start(self, store: PlantStore, authenticator: Authenticator, cursors: CursorCodec) -> None:
@@ -75,7 +76,8 @@ class PlantRoutes:
         check_content_type(request.headers.getlist("content-type"))
         body = await read_body(request, self._max_body_bytes, self._body_timeout)
         new_plant = decode_new_plant(body)
-        plant = await rules.create_plant(self._store, caller.user_id, new_plant)
+        quota = self._quota if caller.own_quota is None else caller.own_quota
+        plant = await rules.create_plant(self._store, caller.user_id, new_plant, quota)
         return json_response(encoder.encode(plant))
 
     async def list(self, request: Request) -> Response:

@@ -24,14 +24,16 @@ def to_plant(record: PlantRecord) -> Plant:
     return Plant(record.name) if record.tag is None else Plant(record.name, record.tag)
 
 
-async def create_plant(store: PlantStore, user_id: int, new_plant: NewPlant) -> Plant:
-    """Store the plant; a repeat of the very same plant is a no-op, a different one a 409."""
+async def create_plant(store: PlantStore, user_id: int, new_plant: NewPlant, quota: int) -> Plant:
+    """Store the plant; a repeat of the very same plant is a no-op, a different one a 409, and
+    one more than ``quota`` (the user's, which the store enforces) a 403 that names it."""
     tag = None if isinstance(new_plant.tag, UnsetType) else new_plant.tag
     record = PlantRecord(new_plant.id, new_plant.name, tag)
     outcome = await store.create_plant(user_id, record)
     if outcome is CreateOutcome.OVER_QUOTA:
         raise QuotaExceeded(
-            "you already hold the most plants a user may (the per-user quota); delete some first"
+            f"you already hold {quota:,} plants, the most a user may (the per-user quota); "
+            "delete some first"
         )
     if outcome is CreateOutcome.CONFLICT:
         raise Conflict(
