@@ -108,6 +108,7 @@ def test_visitors_get_tokens_of_their_own_and_try_the_api(browser: Browser, tmp_
         with visitor(browser, server.base_url) as first:
             first.on("console", log.on_console)
             first.on("pageerror", log.on_page_error)
+            assert_styled_as_the_page(first)
             token = get_sandbox_token(first)
             status, body = try_it(first, "POST", "/plants", {"id": 7, "name": "Fern"})
             assert (status, json.loads(body)) == (200, {"name": "Fern"})
@@ -122,6 +123,31 @@ def test_visitors_get_tokens_of_their_own_and_try_the_api(browser: Browser, tmp_
         with server.client() as http:  # past the browser, the API agrees
             assert http.get("/plants", headers=bearer(token)).json() == [{"name": "Fern"}]
             assert http.get("/plants", headers=bearer(other)).json() == []
+
+
+STYLE = ["color", "borderTopColor", "borderTopWidth", "borderRadius", "fontFamily", "fontWeight"]
+
+
+def assert_styled_as_the_page(page: Page) -> None:
+    """The button looks like the page's own Authorize button (swagger-ui.css reaches it),
+    not like a browser's default grey button; and it sits within the page's width."""
+    get = page.get_by_role("button", name=GET_TOKEN, exact=True)
+    expect(get).to_be_visible(timeout=TIMEOUT_MS)
+    authorize = page.locator(".auth-wrapper button.authorize")
+
+    def style(button: Locator) -> list[str]:
+        styles: list[str] = button.evaluate(
+            "(node, names) => names.map((name) => getComputedStyle(node)[name])", STYLE
+        )
+        return styles
+
+    assert style(get) == style(authorize)
+    assert style(get)[0] == "rgb(73, 204, 144)"  # swagger-ui's green, not the default text
+    bar = page.locator("#sandbox-token .wrapper").bounding_box()
+    content = page.locator(".information-container").bounding_box()
+    assert bar is not None
+    assert content is not None
+    assert (bar["x"], bar["width"]) == (content["x"], content["width"])
 
 
 def test_an_expired_visitor_is_refused_and_purged(browser: Browser, tmp_path: Path) -> None:

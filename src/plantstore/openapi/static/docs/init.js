@@ -23,9 +23,14 @@ function offerSandboxToken() {
   const schemes = (spec.components && spec.components.securitySchemes) || {};
   const scheme = Object.keys(schemes).find((name) => schemes[name].scheme === "bearer");
 
+  // swagger-ui.css styles only what is inside .swagger-ui: so is the bar, to be styled as the
+  // page is (the button as its Authorize button, within the page's width).
   const bar = document.createElement("div");
   bar.id = "sandbox-token";
-  bar.style.cssText = "font-family: sans-serif; max-width: 1460px; margin: 16px auto 0; padding: 0 20px;";
+  bar.className = "swagger-ui";
+  const wrapper = document.createElement("div");
+  wrapper.className = "wrapper";
+  wrapper.style.marginTop = "16px";
   const button = document.createElement("button");
   button.type = "button";
   button.className = "btn authorize sandbox-token__get";
@@ -33,8 +38,9 @@ function offerSandboxToken() {
   const status = document.createElement("p");
   status.className = "sandbox-token__status";
   status.setAttribute("role", "status");
-  status.style.cssText = "margin: 8px 0 0; word-break: break-all;";
-  bar.append(button, status);
+  status.style.cssText = "margin: 8px 0 0; word-break: break-all; font-family: sans-serif;";
+  wrapper.append(button, status);
+  bar.append(wrapper);
   const root = document.getElementById("swagger-ui");
   root.parentNode.insertBefore(bar, root);
 
