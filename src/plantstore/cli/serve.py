@@ -23,7 +23,7 @@ from ..commandline import settings_for
 from ..db.urls import redacted
 from ..http.machine_budget import MachineTable
 from ..ops.duty import machine_duty
-from ..ops.logs import GRANIAN_LOGGING, configure_logging
+from ..ops.logs import configure_logging, granian_logging
 from ..ops.metrics_server import MULTIPROCESS_VARIABLE, serve_metrics
 from .connections import connections_per_worker, raise_open_file_limit
 from .health import recorded_address, runtime_directory
@@ -109,7 +109,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
             workers_kill_timeout=math.ceil(settings.shutdown_timeout),
             respawn_failed_workers=True,  # a worker that died is replaced; the rest serve on
             log_level=LogLevels(settings.log_level),
-            log_dictconfig=GRANIAN_LOGGING,  # its lines through this log, as JSON off a terminal
+            log_dictconfig=granian_logging(),  # its lines through this log, as JSON off a terminal
         ).serve()
 
 

@@ -14,18 +14,21 @@ import structlog
 ACCESS_LOGGER = "plantstore.access"
 WEBHOOK_LOGGER = "plantstore.webhooks"
 
-# granian's ``log_dictconfig``: its loggers ("_granian" for its own lines, "granian.access")
-# lose its plain-text handlers and hand their records up to the root logger, whose handler
-# ``configure_logging`` set, so its start and stop lines are JSON too. granian merges this
-# into its own config key by key, so each key given here replaces granian's whole entry.
-GRANIAN_LOGGING: dict[str, object] = {
-    "formatters": {},
-    "handlers": {},
-    "loggers": {
-        "_granian": {"handlers": [], "propagate": True},
-        "granian.access": {"handlers": [], "propagate": True},
-    },
-}
+
+def granian_logging() -> dict[str, object]:
+    """granian's ``log_dictconfig``: its loggers ("_granian" for its own lines, "granian.access")
+    lose its plain-text handlers and hand their records up to the root logger, whose handler
+    ``configure_logging`` set, so its start and stop lines are JSON too. granian merges this
+    into its own config key by key (each key given replaces its whole entry) and then writes
+    into it, so each server gets a fresh one."""
+    return {
+        "formatters": {},
+        "handlers": {},
+        "loggers": {
+            "_granian": {"handlers": [], "propagate": True},
+            "granian.access": {"handlers": [], "propagate": True},
+        },
+    }
 
 
 def log_line(event: str, level: str, logger: str, **fields: object) -> str:
