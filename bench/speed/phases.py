@@ -223,7 +223,7 @@ async def _hold_statement_timeout(url: str) -> None:
     try:
         database = await connection.fetchval("SELECT current_database()")
         await connection.execute(
-            f'ALTER ROLE CURRENT_USER IN DATABASE "{database}" SET statement_timeout = 1000'
+            f'ALTER ROLE CURRENT_USER IN DATABASE "{database}" SET statement_timeout = 2000'
         )
     finally:
         await connection.close()

@@ -67,7 +67,7 @@ def test_the_start_refuses_in_one_line_until_the_server_holds_the_settings(
     lines = (result.stdout + result.stderr).strip().splitlines()
     assert len(lines) == 1, lines
     assert f"behind a {mode} pooler" in lines[0]
-    assert "SET statement_timeout = '1000ms'" in lines[0]
+    assert "SET statement_timeout = '2000ms'" in lines[0]
     assert "synchronous_commit" in lines[0]  # what it has is said, here "on"
 
 
@@ -78,7 +78,7 @@ def test_through_the_pooler_the_quota_holds_and_creates_never_fail(
     database = pg.database_of(direct)
     pg.run_sql(
         direct,
-        f"ALTER ROLE CURRENT_USER IN DATABASE \"{database}\" SET statement_timeout = '1000ms'",
+        f"ALTER ROLE CURRENT_USER IN DATABASE \"{database}\" SET statement_timeout = '2000ms'",
     )
     pgbouncer.admin(through, "RECONNECT")  # the server connections it holds start afresh
     server = start_server(
@@ -115,7 +115,7 @@ def test_through_the_pooler_the_quota_holds_and_creates_never_fail(
             through,
             "SELECT current_setting('statement_timeout'), current_setting('synchronous_commit')",
         )
-        assert settings == ("1s", "on")
+        assert settings == ("2s", "on")
     finally:
         stop_server(server)
     assert "Traceback" not in server.log_path.read_text()

@@ -26,7 +26,7 @@ import asyncpg
 from ...errors import StoreUnavailable
 from ..failures import StoreOpenError, describe_failure
 from ..health import Readiness, WriteHealth
-from .connections import ConnectionPool
+from .connections import ConnectionPool, connect_to_writer
 from .faults import outage_of
 from .pooling import Pooling, check_held, startup_settings, statement_cache_size
 
@@ -85,7 +85,7 @@ class PostgresDatabase:
             ) from None
 
     async def _connect(self) -> asyncpg.Connection:
-        return await asyncpg.connect(
+        return await connect_to_writer(
             self._dsn,
             timeout=self._connect_timeout,
             command_timeout=self._statement_timeout,

@@ -1,7 +1,10 @@
 """What the service's PostgreSQL sessions need from the server, and where it is kept.
 
-Straight to PostgreSQL, each connection asks in its startup packet for the statement timeout
-and for ``synchronous_commit = on`` whatever the database's default. A pooler such as PgBouncer
+Straight to PostgreSQL, each connection asks in its startup packet for a statement timeout and
+for ``synchronous_commit = on`` whatever the database's default. The server's timeout is twice
+the service's own: the service gives up on a statement first (a 503, and asyncpg cancels it),
+because a commit that the server's timeout ends while it waits for a synchronous standby is
+reported as made (with a warning) though only the primary has it. A pooler such as PgBouncer
 refuses startup parameters it does not know (or, told to ignore them, drops them) and lends a
 client any of its server connections: behind one (``PLANTSTORE_POSTGRES_POOLING`` ``session``
 or ``transaction``) the server itself must hold both for the service's role, and the start
@@ -28,7 +31,7 @@ def startup_settings(pooling: Pooling, statement_timeout: float, durable: bool) 
     """The settings a connection asks for when it starts (all a pooler lets through)."""
     settings = {"application_name": "plantstore"}
     if pooling == "none":
-        settings["statement_timeout"] = str(_milliseconds(statement_timeout))
+        settings["statement_timeout"] = str(server_timeout_ms(statement_timeout))
         if durable:
             settings["synchronous_commit"] = "on"  # whatever the database's default is
     return settings
@@ -50,10 +53,9 @@ async def check_held(
         "SELECT (SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout'),"
         " current_setting('synchronous_commit'), current_user, current_database()"
     )
-    wanted = _milliseconds(statement_timeout)
     missing = []
-    if not 0 < timeout_ms <= wanted:
-        missing.append(f"statement_timeout = '{wanted}ms'")
+    if not _milliseconds(statement_timeout) < timeout_ms:  # 0 is none
+        missing.append(f"statement_timeout = '{server_timeout_ms(statement_timeout)}ms'")
     if synchronous_commit not in SAFE_COMMITS:
         if allow_unsafe:
             log.warning(
@@ -71,6 +73,11 @@ async def check_held(
             f" run {'; '.join(f'ALTER {where} SET {each}' for each in missing)}; then let the "
             "pooler reconnect (PgBouncer: RECONNECT)"
         )
+
+
+def server_timeout_ms(statement_timeout: float) -> int:
+    """The server's statement timeout: past the service's own, which must fire first."""
+    return 2 * _milliseconds(statement_timeout)
 
 
 def _milliseconds(seconds: float) -> int:
