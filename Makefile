@@ -49,17 +49,17 @@ $(VENV)/.installed-bench: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP_INSTALL) -e '.[bench]'
 	touch $@
 
-# make bench ARGS="--quick" (or --seconds N, --skip-postgres, --profile; see bench/run.py -h)
+# make bench ARGS="--quick" (or --seconds N, --skip-postgres, --profile; see python -m bench.speed -h)
 bench: $(VENV)/.installed-run $(VENV)/.installed-bench
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	$(BIN)/python bench/run.py $(ARGS)
+	$(BIN)/python -m bench.speed $(ARGS)
 
 $(VENV)/.installed-fuzz: $(VENV)/.installed-dev
 	touch $@
 
 # Crash safety: >= 100 SIGKILLs under concurrent writes, on SQLite and PostgreSQL.
 torture: $(VENV)/.installed-dev
-	$(BIN)/python bench/torture.py $(ARGS)
+	$(BIN)/python -m bench.torture $(ARGS)
 
 # Faults of the environment under load (needs root): disk full, I/O error, frozen file system,
 # the database file removed or replaced; PostgreSQL ending connections, restarting, stopped;
@@ -69,31 +69,31 @@ faults: $(VENV)/.installed-dev
 
 # Bad input at volume: schemathesis (>= 10,000 requests per backend) and atheris.
 fuzz: $(VENV)/.installed-fuzz
-	$(BIN)/python bench/fuzz.py $(ARGS)
+	$(BIN)/python -m bench.fuzz $(ARGS)
 
 # Ten minutes of open-loop mixed load at half the maximum rate.
 soak: $(VENV)/.installed-run $(VENV)/.installed-bench
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	$(BIN)/python bench/soak.py $(ARGS)
+	$(BIN)/python -m bench.soak $(ARGS)
 
 # Normal traffic while slowhttptest holds 500 slow connections.
 slow-clients: $(VENV)/.installed-run $(VENV)/.installed-bench
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	command -v slowhttptest >/dev/null || (apt-get update -qq && apt-get install -y -qq slowhttptest)
-	$(BIN)/python bench/slow_clients.py $(ARGS)
+	$(BIN)/python -m bench.slow_clients $(ARGS)
 
 bench-group-commit: $(VENV)/.installed-run
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	$(BIN)/python bench/group_commit.py
+	$(BIN)/python -m bench.group_commit
 
-# make bench-trees ARGS="/tmp/before/src src": two source trees side by side (bench/trees.py).
+# make bench-trees ARGS="/tmp/before/src src": two source trees side by side (bench/trees/).
 bench-trees: $(VENV)/.installed-run $(VENV)/.installed-bench
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	$(BIN)/python bench/trees.py $(ARGS)
+	$(BIN)/python -m bench.trees $(ARGS)
 
 bench-backends: $(VENV)/.installed-run
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
-	$(BIN)/python bench/backends.py
+	$(BIN)/python -m bench.backends
 
 clean:
 	rm -rf $(VENV) tests/auth/jwt/oidc/node_modules tools/docs-lint/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,3 +1,3 @@
-"""The pieces every benchmark script shares: servers, wrk, measuring a run, process figures
+"""The pieces every job shares: servers, wrk, measuring a run, process figures
 from /proc, seeding, PostgreSQL scratch databases and the report (bench/README.md has the
-map)."""
+map); wrk's Lua scripts are in lua/."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from lib.measure import Load, Measurement, Options
-from lib.seed import Layout, prepare, seed_sqlite
+from .measure import Load, Measurement, Options
+from .seed import Layout, prepare, seed_sqlite
 
 CREATE_IDS = 10**12  # far above every seeded id; each create run gets its own block
 MIX_CREATE_IDS = 2 * 10**12

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lib import pyspy
-from lib.procstat import (
+from . import pyspy
+from .procstat import (
     context_switches,
     core_busy_seconds,
     cpu_list,
@@ -26,8 +26,8 @@ from lib.procstat import (
     process_tree,
     runqueue_wait_seconds,
 )
-from lib.servers import Server
-from lib.wrk import WrkResult, run_wrk
+from .servers import Server
+from .wrk import WrkResult, run_wrk
 
 LIST_10 = "/plants?limit=10"
 

@@ -19,8 +19,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from lib.measure import Measurement
-from lib.servers import HERE
+from .measure import Measurement
+from .servers import HERE
 
 COLUMNS = (
     ("scenario", 32),
@@ -177,11 +177,12 @@ def _cpuinfo() -> list[str]:
         return []
 
 
-def write_json(directory: Path, stamp: str, payload: dict[str, Any]) -> Path:
-    """``<UTC stamp>.json`` plus ``latest.json``, the same content."""
+def write_json(directory: Path, job: str, stamp: str, payload: dict[str, Any]) -> Path:
+    """``<job>-<UTC stamp>.json`` (as every job names its results) plus ``latest.json``, the
+    same content."""
     directory.mkdir(parents=True, exist_ok=True)
     text = json.dumps(payload, indent=2, default=str) + "\n"
-    path = directory / f"{stamp}.json"
+    path = directory / f"{job}-{stamp}.json"
     path.write_text(text)
     (directory / "latest.json").write_text(text)
     return path

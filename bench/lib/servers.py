@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).parent.parent  # bench/: the scripts, wrk's Lua files, results/
+HERE = Path(__file__).parent.parent  # bench/: the jobs, apps/, peers/, results/
 
 
 # One benchmark token sends thousands of requests a second, and its user holds 351,000 plants:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lib.measure import LIST_10, Options
-from lib.servers import HERE, UNLIMITED, Server, free_port, launch
+from .measure import LIST_10, Options
+from .servers import HERE, UNLIMITED, Server, free_port, launch
 
 
 def start_service(
@@ -35,8 +35,12 @@ def start_service(
 
 
 # The bare reference app through each server interface granian offers.
-REFERENCE_APPS = {"asgi": "reference_app:create_app", "rsgi": "reference_rsgi:create_app"}
-ECHO_APP = "reference_app:create_echo_app"
+# Import strings granian resolves from the repository root (its working directory).
+REFERENCE_APPS = {
+    "asgi": "bench.apps.reference_app:create_app",
+    "rsgi": "bench.apps.reference_rsgi:create_app",
+}
+ECHO_APP = "bench.apps.reference_app:create_echo_app"
 
 
 def start_reference(
@@ -48,7 +52,9 @@ def start_reference(
     command = [granian, "--interface", interface, "--loop", options.reference_loop]
     command += ["--factory", ECHO_APP if echo else REFERENCE_APPS[interface]]
     log = options.workdir / f"reference-{interface}{'-echo' if echo else ''}.log"
-    process, url = launch(command, log, options.server_cpus, {}, ready_path=LIST_10, cwd=HERE)
+    process, url = launch(
+        command, log, options.server_cpus, {}, ready_path=LIST_10, cwd=HERE.parent
+    )
     return Server(process, url, token)
 
 

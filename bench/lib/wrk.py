@@ -8,8 +8,11 @@ import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from lib.servers import HERE, pinned
+from .servers import pinned
+
+LUA = Path(__file__).parent / "lua"  # wrk's scripts, named by Load.script
 
 _UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1_000.0, "m": 60_000.0, "h": 3_600_000.0}
 
@@ -66,7 +69,7 @@ def run_wrk(
     command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
     command += ["-H", f"Authorization: Bearer {token}"]
     if script is not None:
-        command += ["-s", str(HERE / script)]
+        command += ["-s", str(LUA / script)]
     output = subprocess.run(
         pinned([*command, url], cpus),
         capture_output=True,

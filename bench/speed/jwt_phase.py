@@ -20,12 +20,13 @@ from pathlib import Path
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
-from lib.measure import Load, Measurement, Options, measure, not_run, warm_up
-from lib.seed import prepare
-from lib.services import start_service
-from lib.wrk import WrkResult
-from speed.peer_phase import seed_over_http
-from speed.targets import Target, check
+from bench.lib.measure import Load, Measurement, Options, measure, not_run, warm_up
+from bench.lib.seed import prepare
+from bench.lib.services import start_service
+from bench.lib.wrk import WrkResult
+
+from .peer_phase import seed_over_http
+from .targets import Target, check
 
 ISSUER = "https://id.bench.test"
 AUDIENCE = "https://plantstore.bench.test"

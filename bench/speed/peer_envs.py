@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib.servers import HERE, Server, launch
+from bench.lib.servers import HERE, Server, launch
 
 PEERS_DIR = HERE / "peers"
 # What a reader of the report needs to know a peer by (the rest is pinned in its file too).

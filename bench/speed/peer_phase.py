@@ -25,13 +25,14 @@ from typing import Any
 
 import asyncpg
 
-from lib.loads import CREATE_IDS, creates
-from lib.measure import LIST_10, Load, Measurement, Options, measure, not_run, warm_up
-from lib.postgres import postgres_database, postgres_problem
-from lib.seed import prepare
-from lib.servers import Server
-from lib.services import start_service
-from speed.peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer, start_peer
+from bench.lib.loads import CREATE_IDS, creates
+from bench.lib.measure import LIST_10, Load, Measurement, Options, measure, not_run, warm_up
+from bench.lib.postgres import postgres_database, postgres_problem
+from bench.lib.seed import prepare
+from bench.lib.servers import Server
+from bench.lib.services import start_service
+
+from .peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer, start_peer
 
 SEEDED = 20  # the bench user's plants: list 10 reads the first ten of them
 SCENARIOS = (("list10", "list 10", Load()), ("create", "create", creates(CREATE_IDS)))

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from lib.measure import median_and_range
-from speed.peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer
-from speed.peer_phase import (
+from bench.lib.measure import median_and_range
+
+from .peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer
+from .peer_phase import (
     PLANTSTORE,
     POSTGRES,
     SQLITE,
     Contender,
     round_ratios,
 )
-from speed.targets import Target
+from .targets import Target
 
 PEERS = (FASTAPI_SQLITE, STARLETTE_NAIVE, FASTAPI_ASYNCPG)
 

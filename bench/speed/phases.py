@@ -15,8 +15,8 @@ from pathlib import Path
 
 import asyncpg
 
-from lib import pgbouncer
-from lib.loads import (
+from bench.lib import pgbouncer
+from bench.lib.loads import (
     CREATE_IDS,
     GROUP_COMMIT_OFF_IDS,
     POOLED_CREATE_IDS,
@@ -28,11 +28,11 @@ from lib.loads import (
     paced,
     sqlite_path,
 )
-from lib.measure import Load, Measurement, Options, measure, not_run, warm_up
-from lib.postgres import postgres_database, postgres_problem
-from lib.seed import Layout, count_plants, prepare, seed_postgres
-from lib.servers import Server
-from lib.services import start_reference, start_service
+from bench.lib.measure import Load, Measurement, Options, measure, not_run, warm_up
+from bench.lib.postgres import postgres_database, postgres_problem
+from bench.lib.seed import Layout, count_plants, prepare, seed_postgres
+from bench.lib.servers import Server
+from bench.lib.services import start_reference, start_service
 
 PG_LABEL = "PostgreSQL, 2 workers"
 PGB_LABEL = "PostgreSQL through PgBouncer (transaction pooling), 2 workers"

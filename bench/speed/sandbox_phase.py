@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lib.measure import Load, Measurement, Options, measure, not_run, warm_up
-from lib.seed import BENCH_USER, LIST_PLANTS, prepare
-from lib.servers import Server
-from lib.services import start_service
+from bench.lib.measure import Load, Measurement, Options, measure, not_run, warm_up
+from bench.lib.seed import BENCH_USER, LIST_PLANTS, prepare
+from bench.lib.servers import Server
+from bench.lib.services import start_service
 
 PLANTS_EACH = 100
 RATES = {"create": 100, "list10": 400}  # per second: well below saturation on two shared cores

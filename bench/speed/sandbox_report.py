@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from speed.sandbox_phase import RATES, SandboxResult
-from speed.targets import Target
+from .sandbox_phase import RATES, SandboxResult
+from .targets import Target
 
 
 def table(result: SandboxResult) -> str:

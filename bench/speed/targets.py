@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lib.measure import Measurement, median_and_range
-from lib.wrk import WrkResult
+from bench.lib.measure import Measurement, median_and_range
+from bench.lib.wrk import WrkResult
 
 BIG_TABLE = 1_000_000  # the "1M stored" of the stored-rows target
 P99_PACED_MS = 2.0

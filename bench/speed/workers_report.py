@@ -10,9 +10,10 @@ import os
 from itertools import pairwise
 from typing import Any
 
-from lib.measure import Measurement
-from speed.targets import Target
-from speed.workers_phase import CEILING_WORKERS, SCENARIOS, WORKER_COUNTS, WorkerRow
+from bench.lib.measure import Measurement
+
+from .targets import Target
+from .workers_phase import CEILING_WORKERS, SCENARIOS, WORKER_COUNTS, WorkerRow
 
 # (scenario, what the target calls it, how many times one worker's rate two are to manage)
 GOALS = (

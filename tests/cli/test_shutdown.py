@@ -35,7 +35,7 @@ from typing import Any, Literal
 import httpx
 import pytest
 
-from lib.procstat import running
+from bench.lib.procstat import running
 from plantstore.cli.serve import PARENT_DEATH_SIGNAL
 from tests.conftest import (
     QUIET_SERVER_ENV,

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import plots
-from lib import latest
+from bench.lib import latest
+from bench.speed import plots
 
 README = Path(__file__).resolve().parents[2] / "bench" / "README.md"
 
@@ -76,13 +73,13 @@ def test_the_same_run_draws_the_same_files(tmp_path: Path) -> None:
 def test_the_readme_shows_one_run_its_commit_and_every_target(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(README.read_text())
-    table = latest.markdown(run_payload(), "20261125T080000Z.json")
+    table = latest.markdown(run_payload(), "speed-20261125T080000Z.json")
     latest.write(readme, table)
     latest.write(readme, table)  # a second run replaces the first, never adds to it
     text = readme.read_text()
     assert text.count(latest.BEGIN) == text.count(latest.END) == 1
     assert text.count("on commit `0123456`") == 1
-    assert "[`results/20261125T080000Z.json`](results/20261125T080000Z.json)" in text
+    assert "[`results/speed-20261125T080000Z.json`](results/speed-20261125T080000Z.json)" in text
     assert "| workers 2 / 1, list / mix | >= 1.5x | 1.10x | unsettled |" in text
     assert text.count("| target | goal | measured | verdict |") == 1
     assert README.read_text().count(latest.BEGIN) == 1  # the real report holds the markers

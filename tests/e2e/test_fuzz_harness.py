@@ -1,40 +1,40 @@
-"""Every atheris harness in bench/fuzz/ works: from its seeds, a few thousand coverage-guided
-runs, and no crash. ``make fuzz`` (bench/fuzz.py) runs them for over a million."""
+"""Every atheris harness in bench/fuzz/harnesses/ works: from its seeds, a few thousand
+coverage-guided runs, and no crash. ``make fuzz`` (``python -m bench.fuzz``) runs them for over
+a million."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from bench.fuzz import harnesses
+
 # A skip while collecting: with PLANTSTORE_TEST_NO_SKIPS=1 (CI) conftest makes it an error.
 pytest.importorskip(
     "atheris", reason="atheris is in the 'fuzz' extra: pip install -e '.[dev,fuzz]'"
 )
 
-HARNESS_DIR = Path(__file__).parents[2] / "bench" / "fuzz"
-HARNESSES = sorted(path.stem.removeprefix("fuzz_") for path in HARNESS_DIR.glob("fuzz_*.py"))
+HARNESSES = harnesses.names()
 RUNS = 2000
 
 
 def fuzz(name: str, directory: Path) -> subprocess.CompletedProcess[str]:
-    script = HARNESS_DIR / f"fuzz_{name}.py"
+    command = harnesses.command(name)
     corpus = directory / "corpus"
     subprocess.run(
-        [sys.executable, str(script), "--write-seeds", str(corpus)],
+        [*command, "--write-seeds", str(corpus)],
         check=True,
         capture_output=True,
+        env=harnesses.environment(),
     )
     return subprocess.run(
         [
-            sys.executable,
-            str(script),
+            *command,
             str(corpus),
             f"-runs={RUNS}",
             "-seed=1",
@@ -43,7 +43,7 @@ def fuzz(name: str, directory: Path) -> subprocess.CompletedProcess[str]:
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "PLANTSTORE_FUZZ_WORKDIR": str(directory)},
+        env=harnesses.environment(PLANTSTORE_FUZZ_WORKDIR=str(directory)),
         cwd=directory,
         timeout=180,
     )

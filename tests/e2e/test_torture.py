@@ -3,25 +3,22 @@ creates and deletes by several users and tokens, then every acknowledged write c
 20 more on SQLite served by two workers, some of one worker alone, some of the whole server.
 (``make torture --supervisor-kill-chance`` also kills the supervisor alone.)
 
-``make torture`` runs the same engine (bench/crash/) with 100 kills per backend.
+``make torture`` runs the same engine (bench/torture/) with 100 kills per backend.
 """
 
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import httpx
 import pytest
 
-from crash.client import Client, Op, Outcome, Signals
-from crash.config import TortureConfig, TortureResult
-from crash.engine import run_torture
-from crash.judge import Key, judge
-from crash.victim import Victim
+from bench.torture.client import Client, Op, Outcome, Signals
+from bench.torture.config import TortureConfig, TortureResult
+from bench.torture.engine import run_torture
+from bench.torture.judge import Key, judge
+from bench.torture.victim import Victim
 
 KILLS = 20
 

@@ -11,31 +11,16 @@ or on a throwaway PostgreSQL cluster shared by the module), so each runs once.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
+from bench.faults import config, ext4, report, suite
 from plantstore.db.sqlite.connection import connect
 from plantstore.db.sqlite.writer import Writer
-
-# Imported as bench.faults (pytest puts the repository root on sys.path, tests/ being a
-# package). mypy, which checks bench/ as files beside no __init__.py, knows the same modules
-# as faults.*: it is shown them under that one name, so that it never sees them twice.
-if TYPE_CHECKING:
-    import faults.config as config
-    import faults.ext4 as ext4
-    import faults.report as report
-    import faults.suite as suite
-else:
-    config = importlib.import_module("bench.faults.config")
-    ext4 = importlib.import_module("bench.faults.ext4")
-    report = importlib.import_module("bench.faults.report")
-    suite = importlib.import_module("bench.faults.suite")
 
 SECONDS = 2.0  # each fault held (a freeze: three write deadlines, 6 s)
 

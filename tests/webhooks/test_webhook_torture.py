@@ -1,7 +1,7 @@
 """SIGKILLs with a subscriber attached: every change that was stored is delivered at least
 once after the restarts, and nothing is delivered for a change that was never stored.
 
-The torture engine (bench/crash/) judges the plants themselves; this test adds the events.
+The torture engine (bench/torture/) judges the plants themselves; this test adds the events.
 The outbox is written by triggers, so each stored change has exactly one delivery row. The
 checks: every delivery row ends delivered and reached the receiver (signed); per plant,
 the events in commit order alternate created, deleted, created, ..., and the last one
@@ -11,21 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import standardwebhooks
 
+from bench.torture.config import TortureConfig
+from bench.torture.engine import run_torture
 from tests import pg
 from tests.conftest import bearer, run_cli, start_server, stop_server, token_from_output
 from tests.webhooks.webhook_receiver import receiver
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from crash.config import TortureConfig
-from crash.engine import run_torture
 
 KILLS = 10
 USERS = 3

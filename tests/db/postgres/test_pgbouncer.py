@@ -9,7 +9,6 @@ the benchmark's own runner (bench/lib/pgbouncer.py), which ``make bench`` uses t
 
 from __future__ import annotations
 
-import importlib
 import os
 import subprocess
 import sys
@@ -17,20 +16,13 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
+from bench.lib import pgbouncer
 from tests import pg
 from tests.conftest import all_plants, assert_error, bearer, free_port, start_server, stop_server
-
-# Imported as bench.lib.pgbouncer (the repository root is on sys.path); mypy knows bench/'s
-# modules by their names under bench/ (lib.*), as the fault suite's test does.
-if TYPE_CHECKING:
-    import lib.pgbouncer as pgbouncer
-else:
-    pgbouncer = importlib.import_module("bench.lib.pgbouncer")
 
 MODES = ("session", "transaction")
 QUOTA = 40

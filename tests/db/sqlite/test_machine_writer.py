@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lib.procstat import flock_holder
+from bench.lib.procstat import flock_holder
 from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.machine_writer import writer_address

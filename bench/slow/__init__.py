@@ -1,2 +1,0 @@
-"""``make slow-clients``'s parts (bench/slow_clients.py runs them): slowhttptest kept at its
-connection count while wrk measures, and raw-socket probes of the header and body limits."""
