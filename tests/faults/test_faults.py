@@ -20,6 +20,7 @@ import pytest
 
 from bench.faults import config, ext4, report, suite
 from plantstore.db.sqlite.connection import connect
+from plantstore.db.sqlite.ops import WriteOp
 from plantstore.db.sqlite.writer import Writer
 
 SECONDS = 2.0  # each fault held (a freeze: three write deadlines, 6 s)
@@ -51,6 +52,10 @@ def _insert(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO t VALUES (1)")
 
 
+MAKE_TABLE = WriteOp(_make_table)
+INSERT = WriteOp(_insert)
+
+
 @pytest.mark.timeout(60)
 def test_a_read_after_a_commit_goes_on_while_the_disk_is_frozen(tmp_path: Path) -> None:
     """The first read of a commit must not have to write its read mark into ``-shm``: on a
@@ -62,9 +67,9 @@ def test_a_read_after_a_commit_goes_on_while_the_disk_is_frozen(tmp_path: Path) 
     try:
         writer.start()
         reader = connect(database, 1000)
-        asyncio.run(writer.submit(_make_table))
+        asyncio.run(writer.submit(MAKE_TABLE))
         assert reader.execute("SELECT count(*) FROM t").fetchone() == (0,)
-        asyncio.run(writer.submit(_insert))  # committed; no reader has seen it yet
+        asyncio.run(writer.submit(INSERT))  # committed; no reader has seen it yet
         fs.freeze()
         counted: list[int] = []
         done = threading.Event()

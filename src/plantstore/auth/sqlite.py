@@ -7,6 +7,7 @@ import sqlite3
 import time
 
 from ..db.sqlite.database import SQLiteDatabase, unavailable_if_environment
+from ..db.sqlite.ops import WriteOp
 from .store import TokenRecord, UserRecord
 
 TOKEN_COLUMNS = (
@@ -50,14 +51,12 @@ class SQLiteTokens:
         return int(row[0])
 
     async def touch_token(self, token_id: int, when: float) -> None:
-        self.writer.submit_nowait(_touch_token, when, token_id)
+        self.writer.submit_nowait(TOUCH_TOKEN, when, token_id)
 
     async def create_token(
         self, user: str, token_hash: str, expires_at: float | None, label: str | None = None
     ) -> TokenRecord:
-        return await self.writer.submit(  # type: ignore[no-any-return]
-            _create_token, user, token_hash, expires_at, label
-        )
+        return await self.writer.submit(CREATE_TOKEN, user, token_hash, expires_at, label)
 
     async def list_tokens(self, user: str | None) -> list[TokenRecord]:
         query = f"SELECT {TOKEN_COLUMNS} FROM tokens JOIN users ON users.id = tokens.user_id"  # noqa: S608 (constant columns)
@@ -70,12 +69,10 @@ class SQLiteTokens:
 
     async def revoke_token(self, token_id: int) -> bool:
         now = time.time()
-        return await self.writer.submit(_revoke_token, now, token_id)  # type: ignore[no-any-return]
+        return await self.writer.submit(REVOKE_TOKEN, now, token_id)
 
     async def create_first_token(self, user: str, token_hash: str) -> TokenRecord | None:
-        return await self.writer.submit(  # type: ignore[no-any-return]
-            _create_first_token, user, token_hash
-        )
+        return await self.writer.submit(CREATE_FIRST_TOKEN, user, token_hash)
 
     async def find_user(self, issuer: str, name: str) -> UserRecord | None:
         row = self._read.execute(
@@ -85,7 +82,7 @@ class SQLiteTokens:
         return None if row is None else UserRecord(*row)
 
     async def create_user(self, issuer: str, name: str) -> UserRecord:
-        return await self.writer.submit(_create_user, issuer, name)  # type: ignore[no-any-return]
+        return await self.writer.submit(CREATE_USER, issuer, name)
 
     async def user_disabled_at(self, user_id: int) -> float | None:
         row = self._read.execute("SELECT disabled_at FROM users WHERE id = ?", (user_id,))
@@ -102,9 +99,7 @@ class SQLiteTokens:
 
     async def set_user_disabled(self, user_id: int, disabled: bool) -> bool:
         when = time.time() if disabled else None
-        return await self.writer.submit(  # type: ignore[no-any-return]
-            _set_user_disabled, user_id, when, one_write=True
-        )
+        return await self.writer.submit(SET_USER_DISABLED, user_id, when)
 
 
 def _touch_token(conn: sqlite3.Connection, when: float, token_id: int) -> None:
@@ -170,3 +165,11 @@ def _create_token(
     ).lastrowid
     assert token_id is not None
     return TokenRecord(token_id, user, user_id, now, expires_at, None, None, label)
+
+
+TOUCH_TOKEN = WriteOp(_touch_token)
+CREATE_TOKEN = WriteOp(_create_token)
+REVOKE_TOKEN = WriteOp(_revoke_token)
+CREATE_FIRST_TOKEN = WriteOp(_create_first_token)
+CREATE_USER = WriteOp(_create_user)
+SET_USER_DISABLED = WriteOp(_set_user_disabled, one_write=True)

@@ -7,6 +7,7 @@ import sqlite3
 from itertools import starmap
 
 from ..db.sqlite.database import SQLiteDatabase, unavailable_if_environment
+from ..db.sqlite.ops import WriteOp
 from .store import CreateOutcome, PlantRecord
 
 _LIST_FIRST = "SELECT id, name, tag FROM plants WHERE user_id = ? ORDER BY id LIMIT ?"
@@ -24,9 +25,7 @@ class SQLitePlants:
         return bytes.fromhex(row[0])
 
     async def create_plant(self, user_id: int, plant: PlantRecord) -> CreateOutcome:
-        return await self._writer.submit(  # type: ignore[no-any-return]
-            _create_plant, user_id, plant, self._max_plants, one_write=True
-        )
+        return await self._writer.submit(CREATE_PLANT, user_id, plant, self._max_plants)
 
     async def list_plants(
         self, user_id: int, after_id: int | None, limit: int
@@ -42,9 +41,7 @@ class SQLitePlants:
             raise unavailable_if_environment(exc) from exc
 
     async def delete_plant(self, user_id: int, plant_id: int) -> bool:
-        return await self._writer.submit(  # type: ignore[no-any-return]
-            _delete_plant, user_id, plant_id, one_write=True
-        )
+        return await self._writer.submit(DELETE_PLANT, user_id, plant_id)
 
 
 def _create_plant(
@@ -87,3 +84,7 @@ def _plant_count(conn: sqlite3.Connection, user_id: int) -> tuple[int, int | Non
         "SELECT plant_count, max_plants FROM users WHERE id = ?", (user_id,)
     ).fetchone()
     return (0, None) if row is None else (int(row[0]), row[1])
+
+
+CREATE_PLANT = WriteOp(_create_plant, one_write=True)
+DELETE_PLANT = WriteOp(_delete_plant, one_write=True)

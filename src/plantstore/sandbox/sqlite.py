@@ -14,6 +14,7 @@ import time
 
 from ..auth.store import TokenRecord
 from ..db.sqlite.database import SQLiteDatabase
+from ..db.sqlite.ops import WriteOp
 from .store import IssueBudget
 
 _FORGET_ISSUES = (
@@ -43,8 +44,8 @@ class SQLiteSandbox:
         label: str,
         budget: IssueBudget | None,
     ) -> TokenRecord | float:
-        return await self._writer.submit(  # type: ignore[no-any-return]
-            _issue, name, token_hash, expires_at, max_plants, label, budget
+        return await self._writer.submit(
+            ISSUE, name, token_hash, expires_at, max_plants, label, budget
         )
 
     async def forget_issues(self, before: float, max_rows: int) -> int:
@@ -53,16 +54,12 @@ class SQLiteSandbox:
         ).fetchone()
         if old is None:
             return 0  # the common case costs the writer nothing
-        return await self._writer.submit(  # type: ignore[no-any-return]
-            _forget_issues, before, max_rows, one_write=True, background=True
-        )
+        return await self._writer.submit(FORGET_ISSUES, before, max_rows)
 
     async def purge_expired_users(self, before: float, max_rows: int) -> tuple[int, float]:
         if not any_expired(self._database.reader, before):
             return 0, 0.0  # the common case costs the writer nothing
-        return await self._writer.submit(  # type: ignore[no-any-return]
-            timed_purge_step, before, max_rows, background=True
-        )
+        return await self._writer.submit(PURGE_STEP, before, max_rows)
 
 
 def _issue(
@@ -169,3 +166,8 @@ def purge_step(conn: sqlite3.Connection, before: float, max_rows: int) -> int:
         if budget <= 0:
             break
     return max_rows - budget
+
+
+ISSUE = WriteOp(_issue)
+FORGET_ISSUES = WriteOp(_forget_issues, one_write=True, background=True)
+PURGE_STEP = WriteOp(timed_purge_step, background=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..db.sqlite.connection import connect
 from ..db.sqlite.machine_writer import MachineWriter
-from ..db.sqlite.writer import WriteFn
+from ..db.sqlite.ops import WriteOp
 from . import sql
 from .store import (
     AttemptResult,
@@ -65,19 +65,16 @@ class SQLiteWebhookStore:
             raise RuntimeError("the webhook store is not open")
         return self._reader
 
-    async def _write(self, fn: WriteFn, *args: Any) -> Any:
-        return await self._writer.submit(fn, *args)
-
     async def create_subscription(
         self, user_id: int, url: str, events: int, secret: str, cap: int | None = None
     ) -> Subscription | None:
         """The count and the insert are one job of the single writer, so racing creates
         cannot pass ``cap``."""
         row = (user_id, url, events, secret, time.time())
-        subscription_id = await self._write(_insert_subscription, row, cap)
+        subscription_id = await self._writer.submit(INSERT_SUBSCRIPTION, row, cap)
         if subscription_id is None:
             return None
-        return await self.get_subscription(int(subscription_id))
+        return await self.get_subscription(subscription_id)
 
     async def list_subscriptions(
         self, user_id: int | None = None, user: str | None = None
@@ -101,17 +98,17 @@ class SQLiteWebhookStore:
         return None if row is None else _subscription(row)
 
     async def delete_subscription(self, user_id: int, subscription_id: int) -> bool:
-        rowcount: int = await self._write(_rowcount, sql.DELETE, (user_id, subscription_id))
+        rowcount = await self._writer.submit(ROWCOUNT, sql.DELETE, (user_id, subscription_id))
         return rowcount == 1
 
     async def set_enabled(self, subscription_id: int, enabled: bool, reason: str | None) -> bool:
         now = time.time()
-        rowcount: int = await self._write(_set_enabled, subscription_id, enabled, reason, now)
+        rowcount = await self._writer.submit(SET_ENABLED, subscription_id, enabled, reason, now)
         return rowcount == 1
 
     async def rotate_secret(self, subscription_id: int, secret: str, keep_old_until: float) -> bool:
-        rowcount: int = await self._write(
-            _rowcount, sql.ROTATE, (keep_old_until, secret, subscription_id)
+        rowcount = await self._writer.submit(
+            ROWCOUNT, sql.ROTATE, (keep_old_until, secret, subscription_id)
         )
         return rowcount == 1
 
@@ -125,18 +122,17 @@ class SQLiteWebhookStore:
 
     async def redeliver(self, user_id: int, subscription_id: int, delivery_id: int) -> bool:
         now = time.time()
-        rowcount: int = await self._write(
-            _rowcount, sql.REDELIVER, (now, delivery_id, subscription_id, user_id)
+        rowcount = await self._writer.submit(
+            ROWCOUNT, sql.REDELIVER, (now, delivery_id, subscription_id, user_id)
         )
         return rowcount == 1
 
     async def redeliver_failed(
         self, user_id: int, subscription_id: int, since: float
     ) -> int | None:
-        result: int | None = await self._write(
-            _redeliver_failed, user_id, subscription_id, since, time.time()
+        return await self._writer.submit(
+            REDELIVER_FAILED, user_id, subscription_id, since, time.time()
         )
-        return result
 
     async def any_due(self, now: float) -> bool:
         return self._read.execute(sql.ANY_DUE, (now,)).fetchone() is not None
@@ -145,8 +141,7 @@ class SQLiteWebhookStore:
         self, now: float, limit: int, per_subscription: int, busy: list[int], lease: float
     ) -> list[ClaimedDelivery]:
         params = (now + lease, now, json.dumps(busy), limit, per_subscription)
-        claimed: list[ClaimedDelivery] = await self._write(_claim, params)
-        return claimed
+        return await self._writer.submit(CLAIM, params)
 
     async def record(self, results: list[AttemptResult], now: float) -> None:
         rows = sql.RecordRows(results, now)
@@ -154,33 +149,28 @@ class SQLiteWebhookStore:
             (statement, row, rows.fail_due_of(subscription_id))
             for statement, row, subscription_id in rows.disables()
         ]
-        await self._write(_record, rows.statements(), disables)
+        await self._writer.submit(RECORD, rows.statements(), disables)
 
     async def prune_attempts(self, before: float, limit: int) -> int:
-        pruned: int = await self._write(_rowcount, sql.PRUNE_ATTEMPTS, (before, limit))
-        return pruned
+        return await self._writer.submit(ROWCOUNT, sql.PRUNE_ATTEMPTS, (before, limit))
 
     async def prune_deliveries(
         self, before: float, after_id: int, limit: int
     ) -> tuple[int, int | None]:
-        pruned: tuple[int, int | None] = await self._write(
-            _prune_deliveries, before, after_id, limit
-        )
-        return pruned
+        return await self._writer.submit(PRUNE_DELIVERIES, before, after_id, limit)
 
     async def fail_disabled(self, now: float, limit: int) -> int:
-        failed: int = await self._write(
-            _rowcount, sql.FAIL_DUE_OF_DISABLED, (sql.DISABLED_ERROR, now, limit)
+        return await self._writer.submit(
+            ROWCOUNT, sql.FAIL_DUE_OF_DISABLED, (sql.DISABLED_ERROR, now, limit)
         )
-        return failed
 
     async def oldest_due(self) -> float | None:
         row = self._read.execute(sql.OLDEST_DUE).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
 
-# The writes, as module-level functions of the connection and plain values, so that a
-# worker that does not own the machine's writer can send them to the one that does.
+# The writes, functions of the connection and plain values, declared as operations below so
+# that a worker that does not own the machine's writer can send them to the one that does.
 
 
 def _rowcount(conn: sqlite3.Connection, statement: str, params: tuple[Any, ...]) -> int:
@@ -259,6 +249,15 @@ def _prune_deliveries(
     deleted = conn.execute(sql.PRUNE_DELIVERIES, (after_id, last, before)).rowcount
     done = count < limit or oldest >= before
     return deleted, None if done else int(last)
+
+
+ROWCOUNT = WriteOp(_rowcount)
+INSERT_SUBSCRIPTION = WriteOp(_insert_subscription)
+SET_ENABLED = WriteOp(_set_enabled)
+REDELIVER_FAILED = WriteOp(_redeliver_failed)
+CLAIM = WriteOp(_claim)
+RECORD = WriteOp(_record)
+PRUNE_DELIVERIES = WriteOp(_prune_deliveries)
 
 
 def _subscription(row: Any) -> Subscription:

@@ -19,6 +19,7 @@ import pytest
 from plantstore.db.health import FAULT_FRESH_S, OK_FRESH_S
 from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite.database import SQLiteDatabase
+from plantstore.db.sqlite.ops import WriteOp
 from plantstore.errors import StoreUnavailable
 
 T = TypeVar("T")
@@ -56,19 +57,30 @@ def insert_note(conn: sqlite3.Connection, name: str) -> int:
     return int(cursor.lastrowid or 0)
 
 
+def stall(conn: sqlite3.Connection) -> None:
+    """A disk that does not answer, as the writer's thread sees it."""
+    time.sleep(2.0)
+
+
+FILL = WriteOp(fill)
+UNLIMIT = WriteOp(unlimit)
+INSERT_NOTE = WriteOp(insert_note)
+STALL = WriteOp(stall)
+
+
 def test_a_full_database_is_a_503_that_says_so_and_readiness_follows(tmp_path: Path) -> None:
     async def scenario(database: SQLiteDatabase) -> None:
         await database.ready()
         writer = database.writer
         with pytest.raises(StoreUnavailable) as refused:
-            await writer.submit(fill)
+            await writer.submit(FILL)
         assert refused.value.kind == "disk_full"
         assert refused.value.message == "the database's disk is full; retry later"
         assert refused.value.headers == {"Retry-After": "1"}
         with pytest.raises(StoreUnavailable, match="disk is full"):
             await database.ready()  # the refusal is fresh: no probe needed to know
-        await writer.submit(unlimit)  # space again: the next write is taken
-        assert await writer.submit(insert_note, "after") > 0
+        await writer.submit(UNLIMIT)  # space again: the next write is taken
+        assert await writer.submit(INSERT_NOTE, "after") > 0
         await database.ready()
 
     run_with(tmp_path / "full.db", scenario)
@@ -79,14 +91,14 @@ def test_a_removed_file_refuses_reads_and_writes_until_it_is_back(tmp_path: Path
     aside = tmp_path / "aside.db"
 
     async def scenario(database: SQLiteDatabase) -> None:
-        assert await database.writer.submit(insert_note, "before") > 0
+        assert await database.writer.submit(INSERT_NOTE, "before") > 0
         os.rename(db, aside)
         with pytest.raises(StoreUnavailable) as refused:
-            await database.writer.submit(insert_note, "into the void")  # committed, refused
+            await database.writer.submit(INSERT_NOTE, "into the void")  # committed, refused
         assert refused.value.kind == "file_replaced"
         assert str(db) not in refused.value.message  # never a path to a client
         with pytest.raises(StoreUnavailable, match="removed or replaced"):
-            await database.writer.submit(insert_note, "while away")  # refused, not written
+            await database.writer.submit(INSERT_NOTE, "while away")  # refused, not written
         time.sleep(0.3)  # reads look at the file every quarter second
         with pytest.raises(StoreUnavailable, match="removed or replaced"):
             database.read("SELECT count(*) FROM notes")
@@ -95,7 +107,7 @@ def test_a_removed_file_refuses_reads_and_writes_until_it_is_back(tmp_path: Path
         os.rename(aside, db)  # put back: served again without a restart
         time.sleep(0.3)
         assert database.read("SELECT name FROM notes WHERE name = 'before'").fetchone()
-        assert await database.writer.submit(insert_note, "after") > 0
+        assert await database.writer.submit(INSERT_NOTE, "after") > 0
         await database.ready()
 
     run_with(db, scenario)
@@ -110,16 +122,13 @@ def test_a_stalled_write_is_a_503_at_its_deadline_and_is_never_made(tmp_path: Pa
     callers get a 503 at the write timeout, /readyz says so within a stall's threshold, and a
     write whose caller was answered 503 is not made when the disk comes back."""
 
-    def stall(conn: sqlite3.Connection) -> None:
-        time.sleep(2.0)
-
     async def scenario(database: SQLiteDatabase) -> tuple[float, list[str]]:
         writer = database.writer
-        stalled = asyncio.ensure_future(writer.submit(stall))
+        stalled = asyncio.ensure_future(writer.submit(STALL))
         await asyncio.sleep(0.05)
         began = time.monotonic()
         with pytest.raises(StoreUnavailable) as late:
-            await writer.submit(insert_note, "late")
+            await writer.submit(INSERT_NOTE, "late")
         waited = time.monotonic() - began
         assert late.value.kind == "not_answering"
         with pytest.raises(StoreUnavailable, match="not answering"):
@@ -127,7 +136,7 @@ def test_a_stalled_write_is_a_503_at_its_deadline_and_is_never_made(tmp_path: Pa
         with pytest.raises(StoreUnavailable):
             await stalled
         await asyncio.sleep(1.2)  # the stall is over
-        await writer.submit(insert_note, "on time")
+        await writer.submit(INSERT_NOTE, "on time")
         names = [name for (name,) in database.read("SELECT name FROM notes")]
         return waited, names
 
@@ -157,7 +166,7 @@ def test_readiness_probes_at_most_once_a_second_on_an_idle_store(tmp_path: Path)
 
 def test_a_server_refuses_to_start_where_its_database_was_removed(tmp_path: Path) -> None:
     db = tmp_path / "gone.db"
-    run_with(db, lambda database: database.writer.submit(insert_note, "someone"))
+    run_with(db, lambda database: database.writer.submit(INSERT_NOTE, "someone"))
     db.unlink()
     from plantstore.db.failures import StoreOpenError
 

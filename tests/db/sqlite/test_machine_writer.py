@@ -29,6 +29,7 @@ from bench.lib.procstat import flock_holder
 from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.machine_writer import writer_address
+from plantstore.db.sqlite.ops import WriteOp
 from tests.conftest import (
     LiveServer,
     all_plants,
@@ -311,7 +312,7 @@ def test_an_unreadable_message_hangs_up_on_its_sender_alone(tmp_path: Path) -> N
             writer.write(struct.pack("!I", len(garbage)) + garbage)
             ended = await asyncio.wait_for(reader.read(10), 5)
             writer.close()
-            answer = await other.writer.submit(_answer_of_the_owner, 41)
+            answer = await other.writer.submit(ANSWER_OF_THE_OWNER, 41)
             return ended, answer
         finally:
             await other.close()
@@ -331,7 +332,7 @@ def test_a_write_the_stopping_owner_never_read_is_made_by_the_next_owner(tmp_pat
         service = owning.writer._service
         assert service is not None
         service.stop_taking()  # the owner reads nothing more
-        sent = asyncio.ensure_future(other.writer.submit(_answer_of_the_owner, 41))
+        sent = asyncio.ensure_future(other.writer.submit(ANSWER_OF_THE_OWNER, 41))
         await asyncio.sleep(0.1)
         assert not sent.done()  # sent, and never read
         await owning.close()
@@ -351,7 +352,7 @@ def test_a_write_sent_after_the_owner_said_goodbye_is_made_by_the_next_owner(
     async def send_as_the_owner_stops(owning: SQLiteDatabase, other: SQLiteDatabase) -> object:
         owning.writer.stop()  # goodbye and hang up, with no turn of this loop meanwhile
         # awaited in this task: a task of its own would give the loop a turn to read first
-        return await other.writer.submit(_answer_of_the_owner, 41)
+        return await other.writer.submit(ANSWER_OF_THE_OWNER, 41)
 
     assert made_by_the_next_owner(tmp_path / "machine.db", send_as_the_owner_stops) == 42
 
@@ -380,6 +381,9 @@ def made_by_the_next_owner(
     return asyncio.run(scenario())
 
 
-def _answer_of_the_owner(conn: object, value: int) -> int:
-    """A write sent from a process that does not own the writer (module-level: it pickles)."""
+def answer_of_the_owner(conn: object, value: int) -> int:
+    """A write sent from a process that does not own the writer (a declared operation)."""
     return value + 1
+
+
+ANSWER_OF_THE_OWNER = WriteOp(answer_of_the_owner)

@@ -15,6 +15,7 @@ import pytest
 from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite.connection import connect
 from plantstore.db.sqlite.database import SQLiteDatabase
+from plantstore.db.sqlite.ops import WriteOp
 from plantstore.db.sqlite.writer import Writer
 from plantstore.errors import StoreUnavailable
 from plantstore.plants.store import CreateOutcome, PlantRecord
@@ -49,12 +50,7 @@ def test_the_writer_commits_in_wal_and_answers_after_syncing_it(db_path: Path) -
         store = open_store(db_path)
         await store.open()
         try:
-            pragmas: tuple[object, object] = await writer_of(store).submit(
-                lambda conn: (
-                    conn.execute("PRAGMA journal_mode").fetchone()[0],
-                    conn.execute("PRAGMA synchronous").fetchone()[0],
-                )
-            )
+            pragmas = await writer_of(store).submit(PRAGMAS)
             before = flush_counters(db_path)
             await store.plants.create_plant(await user_id(store), PlantRecord(1, "Fern", None))
             after = flush_counters(db_path)
@@ -64,6 +60,29 @@ def test_the_writer_commits_in_wal_and_answers_after_syncing_it(db_path: Path) -
             await store.close()
 
     assert asyncio.run(scenario()) == ("wal", 1)  # 1 = NORMAL: the flusher syncs
+
+
+def pragmas(conn: sqlite3.Connection) -> tuple[object, object]:
+    return (
+        conn.execute("PRAGMA journal_mode").fetchone()[0],
+        conn.execute("PRAGMA synchronous").fetchone()[0],
+    )
+
+
+def block(conn: sqlite3.Connection, entered: threading.Event, release: threading.Event) -> None:
+    """Hold the writer until ``release`` (the events pass as they are: one process here)."""
+    entered.set()
+    release.wait(10)
+
+
+def delete_and_wait(conn: sqlite3.Connection, release: threading.Event) -> None:
+    conn.execute("DELETE FROM plants")  # uncommitted while the test reads
+    release.wait(10)
+
+
+PRAGMAS = WriteOp(pragmas)
+BLOCK = WriteOp(block)
+DELETE_AND_WAIT = WriteOp(delete_and_wait)
 
 
 def flush_counters(db_path: Path) -> tuple[int, int]:
@@ -144,16 +163,12 @@ def test_concurrent_writes_share_commits_only_with_group_commit(
 def test_a_failing_write_fails_alone_within_its_group(db_path: Path) -> None:
     entered, release = threading.Event(), threading.Event()
 
-    def block(conn: sqlite3.Connection) -> None:
-        entered.set()
-        release.wait(10)
-
     async def scenario() -> tuple[list[CreateOutcome | BaseException], int, int]:
         store = open_store(db_path)
         await store.open()
         try:
             owner = await user_id(store)
-            blocker = asyncio.ensure_future(writer_of(store).submit(block))
+            blocker = asyncio.ensure_future(writer_of(store).submit(BLOCK, entered, release))
             # The writer is busy once the blocker runs; the next jobs queue up together.
             assert await asyncio.to_thread(entered.wait, 10)
             before = writer_of(store).commits
@@ -185,14 +200,7 @@ def test_reads_do_not_wait_for_an_open_write_transaction(db_path: Path) -> None:
         try:
             owner = await user_id(store)
             await store.plants.create_plant(owner, PlantRecord(1, "visible", None))
-            held = asyncio.ensure_future(
-                writer_of(store).submit(
-                    lambda conn: (
-                        conn.execute("DELETE FROM plants"),  # uncommitted while we read
-                        release.wait(10),
-                    )
-                )
-            )
+            held = asyncio.ensure_future(writer_of(store).submit(DELETE_AND_WAIT, release))
             await asyncio.sleep(0.05)
             started = time.monotonic()
             plants = await store.plants.list_plants(owner, None, 10)

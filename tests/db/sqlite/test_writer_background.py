@@ -11,15 +11,31 @@ from pathlib import Path
 import pytest
 
 from plantstore.db.sqlite import writer as sqlite_writer
+from plantstore.db.sqlite.ops import WriteOp
 from plantstore.db.sqlite.writer import Writer
 
 
-def insert(value: int) -> sqlite_writer.WriteFn:
-    def write(conn: sqlite3.Connection) -> int:
-        conn.execute("INSERT INTO t (x) VALUES (?)", (value,))
-        return value
+def create_table(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE t (x INTEGER)")
 
-    return write
+
+def insert(conn: sqlite3.Connection, value: int) -> int:
+    conn.execute("INSERT INTO t (x) VALUES (?)", (value,))
+    return value
+
+
+def insert_in_background(conn: sqlite3.Connection, value: int) -> int:
+    return insert(conn, value)
+
+
+def create_table_in_background(conn: sqlite3.Connection) -> None:
+    create_table(conn)
+
+
+CREATE_TABLE = WriteOp(create_table)
+INSERT = WriteOp(insert)
+CREATE_TABLE_IN_BACKGROUND = WriteOp(create_table_in_background, background=True)
+INSERT_IN_BACKGROUND = WriteOp(insert_in_background, background=True)
 
 
 def test_a_background_job_shares_a_request_writes_commit(
@@ -32,11 +48,11 @@ def test_a_background_job_shares_a_request_writes_commit(
         writer = Writer(tmp_path / "w.db", group_commit=True, max_batch=64, busy_timeout_ms=5000)
         writer.start()
         try:
-            await writer.submit(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
+            await writer.submit(CREATE_TABLE)
             before = writer.commits  # a request's write was just committed: the writer is busy
-            background = asyncio.ensure_future(writer.submit(insert(1), background=True))
+            background = asyncio.ensure_future(writer.submit(INSERT_IN_BACKGROUND, 1))
             await asyncio.sleep(0.002)  # the background job is alone in the queue meanwhile
-            request = await writer.submit(insert(2))
+            request = await writer.submit(INSERT, 2)
             shared = writer.commits - before
             await background
             return shared, writer.commits - before, [request, background.result()]
@@ -53,11 +69,9 @@ def test_on_an_idle_writer_a_background_job_goes_alone(tmp_path: Path) -> None:
         writer = Writer(tmp_path / "w.db", group_commit=True, max_batch=64, busy_timeout_ms=5000)
         writer.start()
         try:
-            await writer.submit(
-                lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"), background=True
-            )
+            await writer.submit(CREATE_TABLE_IN_BACKGROUND)
             before = writer.commits
-            assert await writer.submit(insert(1), background=True) == 1
+            assert await writer.submit(INSERT_IN_BACKGROUND, 1) == 1
             return writer.commits - before
         finally:
             writer.stop()

@@ -24,6 +24,7 @@ from ..health import Readiness, WriteHealth
 from .connection import connect
 from .faults import FileIdentity, environment_fault
 from .machine_writer import MachineWriter
+from .ops import WriteOp
 from .writer import Writer
 
 IDENTITY_CHECK_S = 0.25  # how often reads look at the file behind the path
@@ -113,7 +114,7 @@ class SQLiteDatabase:
         await self._readiness.check()
 
     async def _probe(self) -> None:
-        await self.writer.submit(_probe, one_write=True)
+        await self.writer.submit(PROBE)
 
 
 def _probe(conn: sqlite3.Connection) -> None:
@@ -122,6 +123,9 @@ def _probe(conn: sqlite3.Connection) -> None:
     conn.execute("SELECT 1 FROM secrets LIMIT 1").fetchone()
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     conn.execute(f"PRAGMA user_version = {int(version)}")
+
+
+PROBE = WriteOp(_probe, one_write=True)
 
 
 def unavailable_if_environment(exc: sqlite3.Error) -> Exception:

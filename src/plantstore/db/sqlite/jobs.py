@@ -8,15 +8,13 @@ import contextlib
 import math
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...errors import StoreUnavailable
 from ..health import not_answering
 from .faults import environment_fault
-
-WriteFn = Callable[..., Any]  # called with the connection, then the job's arguments
+from .ops import AnyOp
 
 
 class Reply(Protocol):
@@ -27,12 +25,10 @@ class Reply(Protocol):
 
 @dataclass(slots=True)
 class Job:
-    fn: WriteFn
+    op: AnyOp  # its function, and whether it needs a savepoint or may wait for company
     args: tuple[Any, ...]
     loop: asyncio.AbstractEventLoop | None
     future: asyncio.Future[Any] | None
-    one_write: bool = False  # writes with one statement at most: no savepoint needed
-    background: bool = False  # may wait a moment to share a request's commit (the purge)
     reply: Reply | None = None  # another process's job: answered there, under ``number``
     number: int = 0
     deadline: float = math.inf  # monotonic (the same clock in every process of the machine)

@@ -29,8 +29,9 @@ from typing import Any
 
 from ...errors import StoreUnavailable
 from ..health import WriteHealth
+from .ops import AnyOp, P, R, WriteOp, not_submittable
 from .relay import RemoteWriter, Service, WriteNotTaken, writer_gone
-from .writer import WriteFn, Writer
+from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -133,35 +134,29 @@ class MachineWriter:
         else:
             log.info("this process owns the database's writer (pid %d)", os.getpid())
 
-    def submit(
-        self, fn: WriteFn, *args: Any, one_write: bool = False, background: bool = False
-    ) -> Awaitable[Any]:
-        """Run ``fn(connection, *args)`` in the machine's next group commit; its result once
-        that is fsynced. In another process than the owner, ``fn`` and ``args`` must pickle
-        (a module-level function and plain values). Its outcome is told to ``health``."""
+    def submit(self, op: WriteOp[P, R], *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+        """Run ``op`` on the connection and ``args`` in the machine's next group commit; its
+        result once that is fsynced. ``args`` go by position and must pickle (plain values):
+        they may travel to another process. Its outcome is told to ``health``."""
+        if kwargs or type(op) is not WriteOp:
+            raise not_submittable(op, kwargs)
         engine = self._engine
         if engine is not None:
-            return engine.submit(
-                fn, *args, one_write=one_write, background=background, health=self.health
-            )
-        return self._submit_remote(fn, args, one_write, background)
+            return engine.write(op, args, self.health)
+        return self._submit_remote(op, args)
 
-    async def _submit_remote(
-        self, fn: WriteFn, args: tuple[Any, ...], one_write: bool, background: bool
-    ) -> Any:
+    async def _submit_remote(self, op: WriteOp[..., R], args: tuple[Any, ...]) -> R:
         health = self.health
         health.started()
         try:
-            result = await self._relay(fn, args, one_write, background)
+            result: R = await self._relay(op, args)
         except BaseException as exc:
             health.finished(exc)
             raise
         health.finished(None)
         return result
 
-    async def _relay(
-        self, fn: WriteFn, args: tuple[Any, ...], one_write: bool, background: bool
-    ) -> Any:
+    async def _relay(self, op: AnyOp, args: tuple[Any, ...]) -> Any:
         """To the owner; sent again to the next one while none took it (the next owner may
         be this process: then to its own writer)."""
         deadline = time.monotonic() + self._patience
@@ -169,22 +164,24 @@ class MachineWriter:
             if self._remote is None or self._stopping:
                 raise writer_gone()
             try:
-                return await self._remote.submit(fn, args, one_write, background)
+                return await self._remote.submit(op, args)
             except WriteNotTaken:
                 if time.monotonic() >= deadline:
                     raise
             await asyncio.sleep(RETRY_PAUSE_S)  # for the next owner: this process, or another
             engine = self._engine
             if engine is not None:
-                return await engine.submit(fn, *args, one_write=one_write, background=background)
+                return await engine.write(op, args)
 
-    def submit_nowait(self, fn: WriteFn, *args: Any) -> None:
+    def submit_nowait(self, op: WriteOp[P, Any], *args: P.args, **kwargs: P.kwargs) -> None:
         """Queue a write nobody waits for (a token's last use); lost if no writer answers."""
+        if kwargs or type(op) is not WriteOp:
+            raise not_submittable(op, kwargs)
         engine = self._engine
         if engine is not None:
-            engine.submit_nowait(fn, *args)
+            engine.submit_nowait(op, args)
         elif self._remote is not None and not self._stopping:
-            task = asyncio.get_running_loop().create_task(self._remote.submit_nowait(fn, args))
+            task = asyncio.get_running_loop().create_task(self._remote.submit_nowait(op, args))
             task.add_done_callback(_forget)
 
     def stop(self) -> None:

@@ -1,9 +1,11 @@
 """Carrying writes between the processes of a machine and the one that owns the writer.
 
-A write is a module-level function, its arguments and two flags; it travels pickled (a function
-pickles as its module and name, ``wire.py``) over a Unix socket in the abstract namespace,
-which vanishes with the process that holds it. The owner answers each process's writes of a
-commit in one message: numbers, results and errors.
+A write is a declared operation (``ops.WriteOp``) and its arguments, framed pickles
+(``wire.py``) over a Unix socket in the abstract namespace, which vanishes with the process
+that holds it. An operation goes by its name the first time a connection sends it, then by
+its number on that connection (the order it was first sent in): a small int, and a list index
+for the owner. The owner answers each process's writes of a commit in one message: numbers,
+results and errors.
 
 ``Service`` is the owner's side: a thread that reads every other process's writes and queues
 them on the owner's ``Writer``. ``RemoteWriter`` is the other side, on an event loop: one
@@ -31,12 +33,13 @@ import selectors
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from ...errors import StoreUnavailable
 from ..health import not_answering
+from .ops import AnyOp, find
 from .wire import Frames, frame, portable, same_user
-from .writer import WriteFn, Writer
+from .writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +72,17 @@ class _Peer:
         sock.settimeout(SEND_TIMEOUT_S)  # recv comes only when select saw data
         self.sock = sock
         self.frames = Frames()
+        self.ops: list[AnyOp | None] = []  # by their numbers on this connection
         self._lock = threading.RLock()  # the writer's and the flusher's threads both answer
         self.closed = False
+
+    def op(self, key: str | int) -> AnyOp | None:
+        """The operation a message names: by name the first time, by number after."""
+        if type(key) is int:
+            return self.ops[key] if 0 <= key < len(self.ops) else None
+        op = find(cast(str, key))
+        self.ops.append(op)  # None too: the numbers after it stay in step
+        return op
 
     def send(self, answers: list[Answer]) -> None:
         if any(error is not None for _, _, error in answers):  # rare: made to travel
@@ -194,16 +206,12 @@ class Service:
             self._drop(selector, peer)
             return
         submit = self._writer.submit_for
-        for number, fn, args, one_write, background, deadline in messages:
-            submit(
-                peer,
-                number,
-                fn,
-                args,
-                one_write=one_write,
-                background=background,
-                deadline=deadline,
-            )
+        for number, key, args, deadline in messages:
+            op = peer.op(key)
+            if op is not None:
+                submit(peer, number, op, args, deadline)
+            elif number:  # a write this version does not have: refused, as any fault of ours
+                peer.send([(number, None, RuntimeError(f"no write named {key!r} here"))])
 
     def _drop(self, selector: selectors.BaseSelector, peer: _Peer) -> None:
         selector.unregister(peer.sock)
@@ -227,11 +235,12 @@ class _Connection(asyncio.Protocol):
         self._patience = patience
         self._frames = Frames()
         self._outgoing: list[bytes] = []
+        self._numbers: dict[AnyOp, int] = {}  # of the operations sent on this connection
         self._transport: asyncio.Transport | None = None
         self._sweeper: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
+        self._transport = cast(asyncio.Transport, transport)  # a stream's: it writes
         self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
 
     def _sweep(self) -> None:
@@ -243,6 +252,14 @@ class _Connection(asyncio.Protocol):
                     future.set_exception(not_answering())
         if not self.lost:
             self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
+
+    def key(self, op: AnyOp) -> str | int:
+        """How ``op`` is named on this connection: its number, once its name was sent."""
+        number = self._numbers.get(op)
+        if number is None:
+            self._numbers[op] = len(self._numbers)
+            return op.name
+        return number
 
     def send(self, data: bytes) -> None:
         """Send with whatever else this turn of the loop sends: one write a turn."""
@@ -339,21 +356,19 @@ class RemoteWriter:
         self._connection = made
         return made
 
-    async def submit(
-        self, fn: WriteFn, args: tuple[Any, ...], one_write: bool, background: bool
-    ) -> Any:
+    async def submit(self, op: AnyOp, args: tuple[Any, ...]) -> Any:
         connection = await self.connect()
         number = next(self._numbers)
         deadline = time.monotonic() + self._patience  # the owner makes none after it
-        data = frame((number, fn, args, one_write, background, deadline))
+        data = frame((number, connection.key(op), args, deadline))
         future: asyncio.Future[Any] = connection.loop.create_future()
         connection.pending[number] = future, connection.loop.time()
         connection.send(data)
         return await future
 
-    async def submit_nowait(self, fn: WriteFn, args: tuple[Any, ...]) -> None:
+    async def submit_nowait(self, op: AnyOp, args: tuple[Any, ...]) -> None:
         connection = await self.connect()
-        connection.send(frame((0, fn, args, False, False, math.inf)))
+        connection.send(frame((0, connection.key(op), args, math.inf)))
 
     def close(self) -> None:
         if self._connection is not None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import queue
 import sqlite3
@@ -46,14 +45,14 @@ from . import wal_owner
 from .connection import connect
 from .faults import FileIdentity, environment_fault, file_replaced
 from .flush import WalFlush
-from .jobs import Deadlines, Job, Outcome, Reply, WriteFn, answer, first_fault, in_time, job_error
+from .jobs import Deadlines, Job, Outcome, Reply, answer, first_fault, in_time, job_error
 from .lock import WriteTurns
+from .ops import AnyOp, P, R, WriteOp, not_submittable
 
-__all__ = ["Reply", "WriteFn", "Writer"]
+__all__ = ["Reply", "Writer"]
 
 log = logging.getLogger(__name__)
 
-_STOP = object()
 # How long a batch of background jobs alone waits for a request's write to share its commit
 # (joined, a purge step costs that write the step's statements, not a commit of its own), while
 # requests' writes are coming in: one was committed in the last BUSY_WINDOW_S. On an idle
@@ -91,10 +90,10 @@ class Writer:
         # write, one commit, one fsync). bench/trees.py measures either way, pinned or not.
         self._pipelined = group_commit and len(os.sched_getaffinity(0)) > 1
         self._busy_timeout_ms = busy_timeout_ms
-        self._queue: queue.SimpleQueue[Job | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="plantstore-writer", daemon=True)
         # committed batches, answered by the flusher thread once an fsync has covered them
-        self._committed: queue.SimpleQueue[list[Outcome] | object] = queue.SimpleQueue()
+        self._committed: queue.SimpleQueue[list[Outcome] | None] = queue.SimpleQueue()
         self._flusher: threading.Thread | None = None
         self._disk_failed: StoreUnavailable | None = None  # set by a failed fsync, for good
         self._gone: StoreUnavailable | None = None  # set when the writer thread has ended
@@ -115,7 +114,7 @@ class Writer:
 
     def stop(self) -> None:
         """Commit everything queued so far, then end the thread."""
-        self._queue.put(_STOP)
+        self._queue.put(None)  # None: stop, once what came before is done
         self._thread.join()
 
     @property
@@ -124,31 +123,25 @@ class Writer:
         alive = self._thread.is_alive() and (flusher is None or flusher.is_alive())
         return alive and self._disk_failed is None
 
-    async def submit(
-        self,
-        fn: WriteFn,
-        *args: Any,
-        one_write: bool = False,
-        background: bool = False,
-        health: WriteHealth | None = None,
-    ) -> Any:
-        """Run ``fn(connection, *args)`` in the next group commit and return its result once
-        that is synced; its outcome is told to ``health``, if given.
+    async def submit(self, op: WriteOp[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run ``op`` on the connection and ``args`` in the next group commit; its result
+        once that is synced. Arguments go by position (as they travel between processes)."""
+        if kwargs or type(op) is not WriteOp:
+            raise not_submittable(op, kwargs)
+        return await self.write(op, args)
 
-        ``one_write`` promises that ``fn`` changes the database with one statement at most.
-        SQLite undoes a failed statement by itself, so such a job runs without the savepoint
-        that otherwise keeps a failing job from taking its batch down (two statements less).
-        ``background`` lets the job wait up to ``BACKGROUND_WAIT_S`` for a request's write to
-        share its commit, so that it adds no commit of its own for requests to wait behind.
-        """
+    async def write(
+        self, op: WriteOp[..., R], args: tuple[Any, ...], health: WriteHealth | None = None
+    ) -> R:
+        """``submit``, for a caller that checked ``op``; its outcome is told to ``health``."""
         if self._gone is not None:
             if health is not None:
                 health.refused(self._gone)
             raise self._gone  # never a wait for a writer that is no more
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
+        future: asyncio.Future[R] = loop.create_future()
         deadline = time.monotonic() + self._write_timeout
-        self._queue.put(Job(fn, args, loop, future, one_write, background, deadline=deadline))
+        self._queue.put(Job(op, args, loop, future, deadline=deadline))
         self._deadlines.watch(loop, future, deadline)
         if health is None:
             return await future
@@ -161,20 +154,12 @@ class Writer:
         health.finished(None)
         return result
 
-    def submit_nowait(self, fn: WriteFn, *args: Any) -> None:
+    def submit_nowait(self, op: AnyOp, args: tuple[Any, ...]) -> None:
         """Queue a write nobody waits for (bookkeeping such as a token's last use)."""
-        self._queue.put(Job(fn, args, None, None))
+        self._queue.put(Job(op, args, None, None))
 
     def submit_for(
-        self,
-        reply: Reply,
-        number: int,
-        fn: WriteFn,
-        args: tuple[Any, ...],
-        *,
-        one_write: bool,
-        background: bool,
-        deadline: float = math.inf,
+        self, reply: Reply, number: int, op: AnyOp, args: tuple[Any, ...], deadline: float
     ) -> None:
         """Queue another process's job; its outcome goes to ``reply`` under ``number`` (0: a
         write nobody waits for)."""
@@ -183,7 +168,7 @@ class Writer:
                 reply.send([(number, None, self._gone)])
             return
         replied = reply if number else None
-        self._queue.put(Job(fn, args, None, None, one_write, background, replied, number, deadline))
+        self._queue.put(Job(op, args, None, None, replied, number, deadline))
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
@@ -219,7 +204,7 @@ class Writer:
             log.exception("the SQLite writer stopped on a fault; writes are refused")
         finally:
             if flusher is not None:
-                self._committed.put(_STOP)
+                self._committed.put(None)
                 flusher.join()
             if self._file.check() is not None:  # replaced: its WAL must not meet the new file
                 wal_owner.set_aside(self._path, flush.wal_identity())
@@ -249,10 +234,10 @@ class Writer:
             item = self._committed.get()
             pending: list[list[Outcome]] = []
             while True:
-                if item is _STOP:
+                if item is None:
                     stop = True
                 else:
-                    pending.append(item)  # type: ignore[arg-type]
+                    pending.append(item)
                 try:
                     item = self._committed.get_nowait()
                 except queue.Empty:
@@ -284,14 +269,14 @@ class Writer:
     def _serve_batch(self, conn: sqlite3.Connection, turns: WriteTurns, flush: WalFlush) -> bool:
         """Commit one group of jobs; return False once asked to stop."""
         first = self._queue.get()
-        if first is _STOP:
+        if first is None:
             return False
-        batch: list[Job] = [first]  # type: ignore[list-item]
+        batch = [first]
         keep_going = self._take_waiting(batch)
-        alone = all(job.background for job in batch)
+        alone = all(job.op.background for job in batch)
         if alone and keep_going and time.monotonic() - self._last_request_write < BUSY_WINDOW_S:
             keep_going = self._wait_for_company(batch)
-        if not all(job.background for job in batch):
+        if not all(job.op.background for job in batch):
             self._last_request_write = time.monotonic()
         self._commit(conn, turns, flush, batch)
         return keep_going
@@ -303,9 +288,9 @@ class Writer:
             company = self._queue.get(timeout=BACKGROUND_WAIT_S)
         except queue.Empty:
             return True
-        if company is _STOP:
+        if company is None:
             return False
-        batch.append(company)  # type: ignore[arg-type]
+        batch.append(company)
         return self._take_waiting(batch)
 
     def _take_waiting(self, batch: list[Job]) -> bool:
@@ -315,9 +300,9 @@ class Writer:
                 job = self._queue.get_nowait()
             except queue.Empty:
                 return True
-            if job is _STOP:
+            if job is None:
                 return False
-            batch.append(job)  # type: ignore[arg-type]
+            batch.append(job)
         return True
 
     def _commit(
@@ -375,14 +360,15 @@ class Writer:
 
     @staticmethod
     def _run_job(conn: sqlite3.Connection, job: Job) -> Outcome:
-        if job.one_write:
+        op = job.op
+        if op.one_write:
             try:
-                return job, job.fn(conn, *job.args), None
+                return job, op.fn(conn, *job.args), None
             except Exception as exc:
                 return job, None, job_error(conn, exc)
         conn.execute("SAVEPOINT job")
         try:
-            result = job.fn(conn, *job.args)
+            result = op.fn(conn, *job.args)
         except Exception as exc:
             error = job_error(conn, exc)
             conn.execute("ROLLBACK TO job")
