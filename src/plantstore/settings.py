@@ -10,7 +10,7 @@ import importlib.util
 import ipaddress
 import os
 import re
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from limits import RateLimitItem, parse
@@ -278,9 +278,9 @@ def parse_address(text: str) -> tuple[str, int] | None:
 
 def load_settings(**overrides: object) -> Settings:
     """Build Settings from the environment plus explicit overrides (None means unset)."""
-    given = {key: value for key, value in overrides.items() if value is not None}
+    given: dict[str, Any] = {key: value for key, value in overrides.items() if value is not None}
     try:
-        return Settings(**given)  # type: ignore[arg-type]
+        return Settings(**given)  # pydantic checks each value
     except ValidationError as exc:
         raise SettingsError(_first_problem(exc)) from None
 

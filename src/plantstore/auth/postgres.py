@@ -138,9 +138,10 @@ class PostgresTokens:
 
     async def user_disabled_at(self, user_id: int) -> float | None:
         async with self._connection() as connection:
-            return await connection.fetchval(  # type: ignore[no-any-return]
+            disabled_at: float | None = await connection.fetchval(
                 "SELECT disabled_at FROM users WHERE id = $1", user_id
             )
+        return disabled_at
 
     async def list_users(self, issuer: str | None = None) -> list[UserRecord]:
         async with self._connection() as connection:

@@ -118,7 +118,8 @@ async def _postgres_revision(database_url: str) -> str | None:
     # its transaction on a server connection that another client is lent next.
     connection = await asyncpg.connect(database_url, timeout=10, statement_cache_size=0)
     try:
-        return await connection.fetchval("SELECT version_num FROM alembic_version")  # type: ignore[no-any-return]
+        version: str | None = await connection.fetchval("SELECT version_num FROM alembic_version")
+        return version
     except asyncpg.UndefinedTableError:
         return None
     finally:

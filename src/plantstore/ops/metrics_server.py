@@ -9,6 +9,8 @@ worker wrote to the shared directory, so one scrape gives the instance's totals.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import cast
 
 MULTIPROCESS_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own
 
@@ -20,5 +22,6 @@ def serve_metrics(host: str, port: int, directory: str) -> None:
     from prometheus_client.multiprocess import MultiProcessCollector
 
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    collector = cast(Callable[..., object], MultiProcessCollector)  # untyped in the library
+    collector(registry, path=directory)
     start_http_server(port, addr=host, registry=registry)

@@ -35,12 +35,12 @@ _encoder = msgspec.json.Encoder()
 
 
 def event_body(
-    event_type: str, occurred_at: float, plant_id: int, name: str, tag: str | None
+    event_type: EventType, occurred_at: float, plant_id: int, name: str, tag: str | None
 ) -> bytes:
     """The JSON body, the same bytes on every attempt."""
     return _encoder.encode(
         Event(
-            event_type,  # type: ignore[arg-type]
+            event_type,
             rfc3339(occurred_at),
             EventPlant(plant_id, name, tag),
         )

@@ -178,10 +178,10 @@ def _delivery(record: DeliveryRecord) -> Delivery:
     delivery = Delivery(
         record.delivery_id,
         record.msg_id,
-        record.event_type,  # type: ignore[arg-type]
+        record.event_type,
         record.plant_id,
         rfc3339(record.occurred_at),
-        STATE_NAMES[record.state],  # type: ignore[arg-type]
+        STATE_NAMES[record.state],
         record.attempts,
     )
     if record.state == 0:

@@ -11,12 +11,15 @@ dropped rather than overwriting a newer one.
 from __future__ import annotations
 
 import enum
-from typing import Protocol
+from typing import Literal, Protocol
 
 import msgspec
 
+from .events import EventType
+
 DUE, DELIVERED, FAILED = 0, 1, 2
-STATE_NAMES = {DUE: "pending", DELIVERED: "delivered", FAILED: "failed"}
+StateName = Literal["pending", "delivered", "failed"]
+STATE_NAMES: dict[int, StateName] = {DUE: "pending", DELIVERED: "delivered", FAILED: "failed"}
 FAILING_DAYS_BEFORE_DISABLE = 5
 
 
@@ -39,9 +42,9 @@ class SecretPair(msgspec.Struct, frozen=True):
     previous_until: float | None
 
     def in_use(self, now: float) -> tuple[str, ...]:
-        rotating = self.previous is not None and self.previous_until is not None
-        if rotating and now < self.previous_until:  # type: ignore[operator]
-            return (self.secret, self.previous)  # type: ignore[return-value]
+        previous, until = self.previous, self.previous_until
+        if previous is not None and until is not None and now < until:
+            return (self.secret, previous)
         return (self.secret,)
 
 
@@ -51,7 +54,7 @@ class ClaimedDelivery(msgspec.Struct, frozen=True):
     delivery_id: int
     subscription_id: int
     msg_id: str
-    event_type: str
+    event_type: EventType  # the plant triggers write no other
     occurred_at: float
     plant_id: int
     name: str
@@ -85,7 +88,7 @@ class AttemptResult(msgspec.Struct, frozen=True):
 class DeliveryRecord(msgspec.Struct, frozen=True):
     delivery_id: int
     msg_id: str
-    event_type: str
+    event_type: EventType
     plant_id: int
     state: int
     attempts: int

@@ -34,7 +34,9 @@ async def run_on_postgres(dsn: str) -> None:
         # Prepared statements named afresh and never cached: behind a pooler in transaction
         # mode the server connection is another client's next, and asyncpg's numbered names
         # would meet the same names there (what SQLAlchemy's asyncpg notes advise).
-        return engine.sync_engine.dialect.dbapi.connect(  # type: ignore[union-attr]
+        dbapi = engine.sync_engine.dialect.dbapi
+        assert dbapi is not None  # the asyncpg dialect's adapter, loaded with the engine
+        return dbapi.connect(
             async_creator_fn=lambda: asyncpg.connect(dsn, timeout=10, statement_cache_size=0),
             prepared_statement_cache_size=0,
             prepared_statement_name_func=lambda: f"__plantstore_{uuid.uuid4().hex}__",
