@@ -38,9 +38,6 @@ from plantstore.db.migrate import upgrade
 from plantstore.settings import Settings
 from tests import pg
 
-# The benchmarks' /proc readers (bench/lib/procstat.py) serve the tests too: ``lib.procstat``.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
 IssueToken = Callable[..., str]
 TWO_WORKERS = "sqlite-2workers"  # the contract suite against a two-worker SQLite server
 BACKENDS = ("sqlite", "postgres", TWO_WORKERS)

@@ -61,7 +61,7 @@ def to_speedscope(collapsed: str, name: str) -> dict[str, Any]:
     return {
         "$schema": "https://www.speedscope.app/file-format-schema.json",
         "name": name,
-        "exporter": "plantstore bench/pyspy.py",
+        "exporter": "plantstore bench/lib/pyspy.py",
         "shared": {"frames": [{"name": frame} for frame in frames]},
         "profiles": [
             {
