@@ -1,15 +1,16 @@
 """``create_app(settings)``: the ASGI app, composed of the features. Nothing happens at import.
 
 The lifespan migrates and opens the database, gives each feature's routes their stores, and
-starts the background jobs (webhook delivery, the sandbox purge). Errors of every layer are
-turned into the Error body here and in ``Observe``, the one layer outside Starlette that sees
-every request.
+starts the background jobs (webhook delivery, the sandbox purge). Each feature declares its
+routes once (``http/routing.py``), and every error of every layer becomes its answer in one
+place (``http/boundary.py``).
 
-Requests flow through ``Observe`` (request id, metrics, access log, last-resort 500), CORS
-when configured, ``DrainUnreadBody``, ``FastRoutes`` (the three plant operations, served
-directly), and then Starlette for everything else: plain ASGI layers, each a few lines, in
-front of the framework rather than inside its middleware stack, which cost a plant request
-Starlette's own outer layers too.
+Requests flow through ``Observe`` (request id, metrics, access log, the last resort), CORS
+when configured, ``DrainUnreadBody``, ``FastRoutes`` (the hot routes, served directly), and
+then Starlette for everything else: plain ASGI layers, each a few lines, in front of the
+framework rather than inside its middleware stack, which cost a plant request Starlette's own
+outer layers too. Under granian the native routes skip the ASGI layers altogether, unless CORS
+is on (its layer is an ASGI one).
 """
 
 from __future__ import annotations
@@ -22,10 +23,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
 from .auth import store as auth_store
@@ -34,13 +31,14 @@ from .auth.bearer import Authenticator
 from .auth.jwt.callers import jwt_callers
 from .db import open_database
 from .db.migrate import upgrade
-from .errors import PlantstoreError
+from .http.boundary import STARLETTE_HANDLERS
 from .http.cors import ContractCORS
 from .http.dispatch import FastRoutes
 from .http.keepalive import DrainUnreadBody
 from .http.machine_budget import MachineTable
 from .http.ratelimit import RateLimits
-from .http.responses import NO_ANSWER, encoder, error_response, unexpected_error_response
+from .http.responses import encoder
+from .http.routing import Mount, Route, hot_routes, native_routes, starlette_routes
 from .http.rsgi import RSGIBridge
 from .openapi.docs_page import DocsPage
 from .openapi.document import build_document
@@ -66,8 +64,6 @@ from .webhooks.backends import webhook_store_for
 from .webhooks.dispatcher import new_dispatcher
 from .webhooks.routes import WebhookRoutes
 
-_ROUTING_MESSAGES = {404: "no such path", 405: "method not allowed on this path"}
-
 
 @dataclass
 class _Features:
@@ -84,7 +80,8 @@ class _Features:
         self.webhooks = WebhookRoutes(self.settings)
         self.sandbox = SandboxRoutes() if self.settings.sandbox else None
 
-    def routes(self) -> list[BaseRoute]:
+    def routes(self) -> list[Route | Mount]:
+        """The service's one route table."""
         return [
             *(self.sandbox.routes() if self.sandbox is not None else []),
             *self.plants.routes(),
@@ -181,21 +178,18 @@ def _create(settings: Settings, *, freeze_after_start: bool = False) -> tuple[Ob
             metrics.TALLY.write()  # what the last 50 ms counted
 
     docs = DocsPage(encoder.encode(openapi_document(settings)))
+    table = [*features.routes(), *docs.routes()]
     app = Starlette(
-        routes=[*features.routes(), *docs.routes()],
+        routes=starlette_routes(table),
         lifespan=lifespan,
-        exception_handlers={
-            ClientDisconnect: _on_client_gone,
-            PlantstoreError: _on_plantstore_error,
-            HTTPException: _on_routing_error,
-            Exception: _on_unexpected_error,
-        },
+        exception_handlers=STARLETTE_HANDLERS,
     )
     app.router.redirect_slashes = False
     app.state.openapi = docs.document
     app.state.features = features  # what each route serves with, once the lifespan started it
+    app.state.routes = table
     layers: ASGIApp = DrainUnreadBody(
-        FastRoutes(app, features.plants.fast_routes()),
+        FastRoutes(app, hot_routes(table)),
         settings.max_body_bytes,
         settings.body_timeout,
     )
@@ -217,11 +211,11 @@ def create_rsgi_app_from_env() -> RSGIBridge:
     the ASGI layers, where the CORS layer is."""
     settings = load_settings()
     configure_logging(settings.log_level)
-    observe, features = _create(settings, freeze_after_start=True)
+    observe, _ = _create(settings, freeze_after_start=True)
     native = {}
     if not settings.cors_origin_list:
-        plants = features.plants
-        native[("GET", "/plants")] = observe.native(plants.list, "/plants", plants.list_known)
+        for route in native_routes(observe.state.routes):
+            native[route.method, route.path] = observe.native(route.handler, route.path)
     return RSGIBridge(observe, native)
 
 
@@ -234,26 +228,3 @@ def _freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-async def _on_client_gone(request: Request, exc: Exception) -> Response:
-    return NO_ANSWER  # the client left mid-body: Observe records a 499, with no traceback
-
-
-async def _on_plantstore_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, PlantstoreError)
-    return error_response(exc.status, exc.message, exc.headers)
-
-
-async def _on_routing_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    message = _ROUTING_MESSAGES.get(exc.status_code, exc.detail)
-    headers = exc.headers
-    if headers and "Allow" in headers:  # Starlette's is a set's order: it varies by process
-        methods = sorted(method.strip() for method in headers["Allow"].split(","))
-        headers = {**headers, "Allow": ", ".join(methods)}
-    return error_response(exc.status_code, message, headers)
-
-
-async def _on_unexpected_error(request: Request, exc: Exception) -> Response:
-    return unexpected_error_response(request, exc)  # Observe, outside, adds the request id

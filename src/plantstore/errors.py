@@ -17,8 +17,8 @@
                                          (with Retry-After; ``kind`` names the trouble)
       KeysUnavailable               503  no key for a JWT: the provider's JWKS cannot be fetched
 
-Handlers and rules raise these; ``app.py`` maps them to responses in one handler, and
-``Error`` is the body every one of them answers with.
+Handlers and rules raise these; ``http/boundary.py`` turns them, and any other exception, into
+the answer in one function, and ``Error`` is the body every one of them answers with.
 """
 
 from __future__ import annotations

@@ -70,18 +70,20 @@ class Authenticator:
             authorization = one_value(request.scope, request.headers, "authorization")
         except MalformedHeader as exc:  # sent twice, or not as text: a malformed token
             raise InvalidToken(str(exc)) from None
-        known = self.known_caller(authorization)
+        known = self._known_caller(authorization)
         if known is None:
             known = await self._identify(request, authorization)
         record, token_hash = known
         request.scope[USER_KEY] = record.user_id  # for the access log
-        await self.admit(token_hash)
+        # A request of the token's rate budget (a 429 once spent), keyed by the hash, not the
+        # id: deployments sharing one Redis never share a budget.
+        await self._limits.spend_token_request(token_hash)
         return record
 
-    def known_caller(self, authorization: str | None) -> tuple[TokenRecord, str] | None:
+    def _known_caller(self, authorization: str | None) -> tuple[TokenRecord, str] | None:
         """The caller's record and token hash when the cache alone can tell (a fresh entry,
-        still usable, no check of the auth generation due); None when ``authenticate`` has
-        to do more. It spends nothing, so a None costs the caller nothing but this lookup."""
+        still usable, no check of the auth generation due): the fast path of every request
+        of a known caller; None when ``authenticate`` has to do more."""
         cached = self._cache.get(_cache_key(authorization))
         if cached is None:
             return None
@@ -91,17 +93,10 @@ class Authenticator:
         record = cached[0]
         return (record, cached[1]) if record.usable_at(time.time()) else None
 
-    async def admit(self, token_hash: str) -> None:
-        """Spend a request of the token's rate budget; a 429 once it is spent.
-
-        Keyed by the hash, not the id: deployments sharing one Redis never share a budget.
-        """
-        await self._limits.spend_token_request(token_hash)
-
     async def _identify(
         self, request: Request, authorization: str | None
     ) -> tuple[TokenRecord, str]:
-        """What ``known_caller`` could not tell: the generation checked when it is due, an
+        """What ``_known_caller`` could not tell: the generation checked when it is due, an
         aged JWT rechecked, a token looked up; a 401 when the caller is not let in."""
         cache_key = _cache_key(authorization)
         cached = self._cache.get(cache_key)

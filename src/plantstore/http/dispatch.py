@@ -2,8 +2,8 @@
 
 Starlette itself (its outer error layer, exception middleware and router) costs a dozen
 coroutine frames per request, a sizeable share of what a list request needs in all.
-``FastRoutes`` stands in front of the Starlette app and takes only exact matches of the
-routes the app hands it (a fixed path, or a fixed prefix and one last path segment as the
+``FastRoutes`` stands in front of the Starlette app and takes only exact matches of the hot
+routes (``routing.hot_routes``) (a fixed path, or a fixed prefix and one last path segment as the
 route's one parameter); every other request, and each wrong method with its 404/405, goes on
 to Starlette unchanged. The handlers and the errors they raise are the same either way, and
 so are the answers.
@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import PlantstoreError
-from .responses import error_response, unexpected_error_response
+from .boundary import answer_for
 from .scope import ROUTE_KEY
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -56,15 +55,10 @@ class FastRoutes:
         if handler is None:
             await self.app(scope, receive, send)
             return
-        request = Request(scope, receive)
         try:
-            response = await handler(request)
-        except PlantstoreError as exc:
-            response = error_response(exc.status, exc.message, exc.headers)
-        except ClientDisconnect:
-            return  # nobody is left to answer
+            response = await handler(Request(scope, receive))
         except Exception as exc:
-            response = unexpected_error_response(request, exc)
+            response = answer_for(exc, scope)
         await response(scope, receive, send)
 
     def _handler_for(self, scope: Scope) -> Handler | None:

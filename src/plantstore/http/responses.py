@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 
 import msgspec
-from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..errors import Error
-from .scope import REQUEST_ID_KEY
 
-log = logging.getLogger("plantstore.app")
 encoder = msgspec.json.Encoder()  # one for every answer: an Encoder keeps its buffer
 
 API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
@@ -99,16 +95,3 @@ def json_response(
 
 def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     return JSONBytes(encoder.encode(Error(error=status, message=message)), status, headers)
-
-
-def unexpected_error_response(request: Request, exc: Exception) -> Response:
-    """A 500 for a fault of ours: the details go to the log, never to the client."""
-    request_id = request.scope.get(REQUEST_ID_KEY, b"-").decode("ascii")
-    log.error(
-        "unexpected fault on %s %s (request %s)",
-        request.method,
-        request.url.path,
-        request_id,
-        exc_info=exc,
-    )
-    return error_response(500, "internal server error")

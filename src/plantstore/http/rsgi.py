@@ -29,7 +29,6 @@ from typing import Any, Protocol
 from granian._granian import RSGIProtocolClosed as ProtocolClosed
 from granian._granian import RSGIProtocolError as ProtocolError
 from granian.asgi import LifespanProtocol
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Scope
 
 from .parsing import body_length
@@ -89,10 +88,6 @@ class RSGIProtocol(Protocol):
 # A native route: True once it has answered; False to leave the request to the ASGI layers
 # (decided before it reads anything: an unusual request goes the general way).
 NativeRoute = Callable[[RSGIScope, RSGIProtocol], Awaitable[bool]]
-# A native route's way for a caller the token cache knows: the answer, with no request object
-# built, noting the caller's user in the dict it is given; None for any other caller (decided
-# before anything is spent), whom the route's general handler serves.
-KnownCaller = Callable[[RSGIScope, dict[str, Any]], Awaitable[Response | None]]
 
 
 class RSGIBridge:

@@ -9,9 +9,10 @@ from pathlib import Path
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from starlette.types import Receive, Scope, Send
+
+from ..http.routing import Mount, Route
 
 DOCS_DIR = Path(__file__).parent / "static" / "docs"
 
@@ -22,10 +23,10 @@ class DocsPage:
     def __init__(self, document: bytes) -> None:
         self.document = document
 
-    def routes(self) -> list[BaseRoute]:
+    def routes(self) -> list[Route | Mount]:
         return [
-            Route("/openapi.json", self.openapi_json, methods=["GET"]),
-            Route("/docs", self.docs, methods=["GET"]),
+            Route("GET", "/openapi.json", self.openapi_json),
+            Route("GET", "/docs", self.docs),
             Mount("/docs/assets", DocsAssets(directory=DOCS_DIR), name="docs-assets"),
         ]
 

@@ -8,9 +8,9 @@ from typing import Any, Protocol
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
 from ..http.responses import encoder, json_response
+from ..http.routing import Route
 from ..openapi.parts import JSON, DocumentPart, ref, schemas_of
 
 
@@ -34,11 +34,8 @@ class HealthRoutes:
     def start(self, database: Ready) -> None:
         self._database = database
 
-    def routes(self) -> list[BaseRoute]:
-        return [
-            Route("/healthz", self.healthz, methods=["GET"]),
-            Route("/readyz", self.readyz, methods=["GET"]),
-        ]
+    def routes(self) -> list[Route]:
+        return [Route("GET", "/healthz", self.healthz), Route("GET", "/readyz", self.readyz)]
 
     async def healthz(self, request: Request) -> Response:
         return json_response(_OK)

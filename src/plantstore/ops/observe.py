@@ -1,6 +1,7 @@
-"""The outermost layer: a request id, the request metrics, one access-log line, the 500, and
-the 400 for a request that does not carry exactly one Host. ``Observe.native`` gives a route
-served straight from granian's RSGI call (``http/rsgi.py``) the same.
+"""The outermost layer: a request id, the request metrics, one access-log line, the last
+resort for a fault no layer answered (``http/boundary.py`` says how), and the 400 for a request
+that does not carry exactly one Host. ``Observe.native`` gives a route served straight from
+granian's RSGI call (``http/rsgi.py``) the same.
 
 The request id is the caller's ``X-Request-ID`` when it is a short token of safe characters
 (so a proxy's id follows the request through), or else a fresh one; it is returned on the
@@ -9,8 +10,8 @@ neither metrics nor logs grow with the ids callers send. The user is the caller'
 once the token is known; the token itself is never logged.
 
 It wraps the whole service, Starlette included, so it is also where a fault that escaped
-every other layer before any answer started becomes the 500 with the Error body. Starlette's
-own outer layer still answers faults of the routes it serves (and re-raises them), as before.
+every other layer before any answer started is answered. Starlette's own outer layer answers
+faults of the routes it serves (and re-raises them) through the same boundary.
 """
 
 from __future__ import annotations
@@ -22,19 +23,13 @@ import time
 from typing import Any
 
 from starlette.datastructures import State
-from starlette.requests import Request
+from starlette.requests import Request, empty_send
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import PlantstoreError
+from ..http.boundary import answer_for
 from ..http.dispatch import Handler
-from ..http.responses import (
-    JSONBytes,
-    error_response,
-    rsgi_headers,
-    unexpected_error_response,
-)
+from ..http.responses import NO_ANSWER, JSONBytes, error_response, rsgi_headers
 from ..http.rsgi import (
-    KnownCaller,
     NativeRoute,
     RSGIProtocol,
     RSGIScope,
@@ -90,7 +85,7 @@ class Observe:
         except Exception as exc:
             if status:
                 raise  # answered already (by Starlette's outer layer, which re-raises)
-            await unexpected_error_response(Request(scope), exc)(scope, receive, send_with_id)
+            await answer_for(exc, scope)(scope, receive, send_with_id)
         except BaseException:
             status = status or 500
             raise
@@ -99,15 +94,12 @@ class Observe:
             # 499, as nginx logs it: the client left before an answer could start.
             self._record(scope, status or CLIENT_CLOSED, time.perf_counter() - started)
 
-    def native(self, handler: Handler, route: str, known: KnownCaller | None = None) -> NativeRoute:
+    def native(self, handler: Handler, route: str) -> NativeRoute:
         """``handler`` (for a request without a body) served from granian's RSGI call as it
         comes: the same request id, metrics, access line and error answers as through
-        ``__call__``, with no ASGI messages. A request with a body, or without exactly one
-        Host, is left to the ASGI layers (the native route answers False).
-
-        ``known``, when given, answers first, with no request object at all: it answers a
-        caller the token cache knows, and None for any other, whom ``handler`` then serves.
-        """
+        ``__call__``, with no ASGI messages, and a request whose scope is filled in only as
+        far as the handler reads it. A request with a body, or without exactly one Host, is
+        left to the ASGI layers (the native route answers False)."""
 
         async def serve(rsgi: RSGIScope, protocol: RSGIProtocol) -> bool:
             headers = rsgi.headers
@@ -115,39 +107,32 @@ class Observe:
             if len(hosts) != 1 or not hosts[0] or declared_length(headers) != 0:
                 return False
             started = time.perf_counter()
-            request_id = _native_request_id(headers.get("x-request-id"))
-            seen: dict[str, Any] = {}  # the user, once the caller is known
+            scope = _NativeScope(rsgi, _native_request_id(headers.get("x-request-id")), route)
             status = CLIENT_CLOSED  # until there is an answer
             self._tally.started()
             try:
-                response = None
                 try:
-                    if known is not None:
-                        response = await known(rsgi, seen)
-                    if response is None:
-                        seen = _NativeScope(rsgi, request_id, route)
-                        response = await handler(_NativeRequest(seen, headers))
-                except PlantstoreError as exc:
-                    response = error_response(exc.status, exc.message, exc.headers)
+                    response = await handler(_NativeRequest(scope, headers))
                 except Exception as exc:
-                    failed = _NativeRequest(_NativeScope(rsgi, request_id, route), headers)
-                    response = unexpected_error_response(failed, exc)
+                    response = answer_for(exc, scope)
+                if response is NO_ANSWER:
+                    return True
                 status = response.status_code
                 if isinstance(response, JSONBytes):
                     answer = response.text_headers()
                 else:
                     answer = rsgi_headers(response.raw_headers)
-                answer.append(("x-request-id", request_id.decode("ascii")))
+                answer.append(("x-request-id", scope[REQUEST_ID_KEY].decode("ascii")))
                 protocol.response_bytes(status, answer, bytes(response.body))
             finally:
                 self._tally.finished()
                 self._note(
-                    request_id,
+                    scope[REQUEST_ID_KEY],
                     rsgi.method,
                     route,
                     status,
                     time.perf_counter() - started,
-                    seen.get(USER_KEY),
+                    scope.get(USER_KEY),
                 )
             return True
 
@@ -236,42 +221,65 @@ def _fresh_id() -> bytes:
 
 
 class _NativeScope(dict[str, Any]):
-    """The ASGI scope a native route's handler reads, built from the RSGI one; its header
-    list is made only if something asks for it (a trusted proxy's X-Forwarded-For)."""
+    """The ASGI scope of a native route's request, built from the RSGI one as far as it is
+    read: a list request reads its query string, and a caller the token cache does not know
+    its address (and, behind a trusted proxy, its header list)."""
 
     def __init__(self, rsgi: RSGIScope, request_id: bytes, route: str) -> None:
-        super().__init__(
-            type="http",
-            http_version=rsgi.http_version,
-            method=rsgi.method,
-            scheme=rsgi.scheme,
-            server=None,
-            client=address(rsgi.client),
-            root_path="",
-            path=rsgi.path,
-            query_string=rsgi.query_string.encode(),
-        )
+        super().__init__(type="http")
         self[REQUEST_ID_KEY] = request_id
         self[ROUTE_KEY] = route
         self._rsgi = rsgi
 
     def __missing__(self, key: str) -> Any:
-        if key != "headers":
+        rsgi = self._rsgi
+        if key == "query_string":
+            value: Any = rsgi.query_string.encode()
+        elif key == "client":
+            value = address(rsgi.client)
+        elif key == "headers":
+            value = asgi_headers(rsgi.headers)
+        elif key in _RSGI_FIELDS:
+            value = getattr(rsgi, key)
+        elif key == "root_path":
+            value = ""
+        elif key == "server":
+            value = None
+        else:
             raise KeyError(key)
-        headers = self["headers"] = asgi_headers(self._rsgi.headers)
-        return headers
+        self[key] = value
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:  # dict.get skips __missing__
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+_RSGI_FIELDS = frozenset({"http_version", "method", "scheme", "path"})
 
 
 class _NativeRequest(Request):
-    """A Starlette request whose headers are read from granian's own map, unconverted."""
+    """A Starlette request whose headers are read from granian's own map, unconverted, made
+    with no more than its scope (it has no body to receive)."""
 
     def __init__(self, scope: _NativeScope, headers: Any) -> None:
-        super().__init__(scope)
+        self.scope = scope
         self._rsgi_headers = headers
+        self._receive = _no_body
+        self._send = empty_send
+        self._stream_consumed = False
+        self._is_disconnected = False
+        self._form = None
 
     @property
     def headers(self) -> Any:
         return self._rsgi_headers
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
 
 
 _HTTP_1_0 = ("1.0", "1")  # granian writes HTTP/1.0 as "1"

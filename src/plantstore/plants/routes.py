@@ -1,22 +1,18 @@
 """The three plant operations over HTTP: thin handlers over the rules in ``rules.py``.
 
 Checks run in the contract's order of precedence: authentication (401), media type (415),
-size (413), validation (400), then the outcome (404, 409). The handlers serve both the hot
-path (``fast_routes``, which ``http.dispatch.FastRoutes`` calls directly) and Starlette's
-router (``routes``, for a prefix mount and for each wrong method's 405 with its ``Allow``).
+size (413), validation (400), then the outcome (404, 409). The three routes are hot
+(dispatched by exact match in front of the framework) and the list is native (served from the
+server's own call): ``http.routing`` builds whatever serves them from ``routes``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
 from ..auth.bearer import Authenticator
 from ..errors import NotFound
-from ..http.dispatch import FastRoute
 from ..http.parsing import (
     check_content_type,
     parse_limit,
@@ -27,8 +23,7 @@ from ..http.parsing import (
     whole_number,
 )
 from ..http.responses import API_HEADERS, encoder, json_response
-from ..http.rsgi import RSGIScope
-from ..http.scope import USER_KEY
+from ..http.routing import Route
 from ..settings import Settings
 from . import rules
 from .cursors import CursorCodec
@@ -48,28 +43,14 @@ class PlantRoutes:
     def start(self, store: PlantStore, authenticator: Authenticator, cursors: CursorCodec) -> None:
         self._store = store
         self._authenticate = authenticator.authenticate
-        self._known_caller = authenticator.known_caller
-        self._admit = authenticator.admit
         self._cursors = cursors
 
-    def routes(self) -> list[BaseRoute]:
-        # One route for the collection, so that a wrong method's ``Allow`` lists GET and POST.
+    def routes(self) -> list[Route]:
         return [
-            Route("/plants", self.collection, methods=["GET", "POST"]),
-            Route("/plants/{id}", self.delete, methods=["DELETE"]),
+            Route("GET", "/plants", self.list, hot=True, native=True),
+            Route("POST", "/plants", self.create, hot=True),
+            Route("DELETE", "/plants/{id}", self.delete, hot=True),
         ]
-
-    def fast_routes(self) -> list[FastRoute]:
-        return [
-            FastRoute("GET", "/plants", self.list),
-            FastRoute("POST", "/plants", self.create),
-            FastRoute("DELETE", "/plants/{id}", self.delete),
-        ]
-
-    async def collection(self, request: Request) -> Response:
-        if request.method == "POST":
-            return await self.create(request)
-        return await self.list(request)
 
     async def create(self, request: Request) -> Response:
         caller = await self._authenticate(request)
@@ -83,19 +64,6 @@ class PlantRoutes:
     async def list(self, request: Request) -> Response:
         caller = await self._authenticate(request)
         return await self._page(caller.user_id, request.scope["query_string"])
-
-    async def list_known(self, rsgi: RSGIScope, seen: dict[str, Any]) -> Response | None:
-        """The list for a caller the token cache knows, straight from granian's RSGI call
-        (``Observe.native``), in the same order of checks as ``list``; None for any other
-        caller, whom ``list`` serves."""
-        headers = rsgi.headers
-        known = self._known_caller(headers.get("authorization"))
-        if known is None or len(headers.get_all("authorization")) > 1:
-            return None  # a second Authorization line: ``list`` refuses it
-        caller, token_hash = known
-        seen[USER_KEY] = caller.user_id  # for the access log
-        await self._admit(token_hash)
-        return await self._page(caller.user_id, rsgi.query_string.encode())
 
     async def _page(self, user_id: int, query_string: bytes) -> Response:
         query = query_params(query_string)

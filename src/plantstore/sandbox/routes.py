@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
 from ..http.responses import encoder, json_response
+from ..http.routing import Route
 from .issuer import SandboxIssuer
 
 
@@ -20,8 +20,8 @@ class SandboxRoutes:
     def start(self, issuer: SandboxIssuer) -> None:
         self._issuer = issuer
 
-    def routes(self) -> list[BaseRoute]:
-        return [Route("/sandbox/tokens", self.create_token, methods=["POST"])]
+    def routes(self) -> list[Route]:
+        return [Route("POST", "/sandbox/tokens", self.create_token)]
 
     async def create_token(self, request: Request) -> Response:
         return json_response(encoder.encode(await self._issuer.issue(request)))

@@ -12,7 +12,6 @@ import datetime
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
 from ..auth.bearer import Authenticator
 from ..errors import BadRequest, NotFound, QuotaExceeded
@@ -26,6 +25,7 @@ from ..http.parsing import (
     single_param,
 )
 from ..http.responses import API_HEADERS, encoder, json_response
+from ..http.routing import Route
 from ..settings import Settings
 from .addresses import check_webhook_url
 from .dispatcher import Dispatcher
@@ -60,23 +60,15 @@ class WebhookRoutes:
         self._authenticate = authenticator.authenticate
         self._dispatcher = dispatcher
 
-    def routes(self) -> list[BaseRoute]:
+    def routes(self) -> list[Route]:
         return [
-            Route("/webhooks", self.collection, methods=["GET", "POST"]),
-            Route("/webhooks/{id}", self.delete, methods=["DELETE"]),
-            Route("/webhooks/{id}/deliveries", self.list_deliveries, methods=["GET"]),
-            Route(
-                "/webhooks/{id}/deliveries/{delivery_id}/redeliver",
-                self.redeliver_one,
-                methods=["POST"],
-            ),
-            Route("/webhooks/{id}/redeliver", self.redeliver_failed, methods=["POST"]),
+            Route("GET", "/webhooks", self.list),
+            Route("POST", "/webhooks", self.create),
+            Route("DELETE", "/webhooks/{id}", self.delete),
+            Route("GET", "/webhooks/{id}/deliveries", self.list_deliveries),
+            Route("POST", "/webhooks/{id}/deliveries/{delivery_id}/redeliver", self.redeliver_one),
+            Route("POST", "/webhooks/{id}/redeliver", self.redeliver_failed),
         ]
-
-    async def collection(self, request: Request) -> Response:
-        if request.method == "POST":
-            return await self.create(request)
-        return await self.list(request)
 
     async def create(self, request: Request) -> Response:
         caller = await self._authenticate(request)
