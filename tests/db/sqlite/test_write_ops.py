@@ -11,6 +11,7 @@ import os
 import socket
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,9 @@ def test_another_process_writes_by_name_then_by_number(tmp_path: Path) -> None:
         await other.open()  # the same file from the same user: it sends its writes to owning
         try:
             assert other.writer.engine is None
+            unsendable: Any = threading.Lock()
+            with pytest.raises(TypeError, match="pickle"):  # its name was not sent: nor noted
+                await other.writer.submit(PLUS_ONE, unsendable)
             sent = [
                 other.writer.submit(PLUS_ONE, 1),
                 other.writer.submit(MINUS_ONE, 3),

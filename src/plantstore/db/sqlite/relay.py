@@ -76,11 +76,11 @@ class _Peer:
         self._lock = threading.RLock()  # the writer's and the flusher's threads both answer
         self.closed = False
 
-    def op(self, key: str | int) -> AnyOp | None:
+    def op(self, key: object) -> AnyOp | None:
         """The operation a message names: by name the first time, by number after."""
         if type(key) is int:
             return self.ops[key] if 0 <= key < len(self.ops) else None
-        op = find(cast(str, key))
+        op = find(key) if type(key) is str else None
         self.ops.append(op)  # None too: the numbers after it stay in step
         return op
 
@@ -253,13 +253,14 @@ class _Connection(asyncio.Protocol):
         if not self.lost:
             self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
 
-    def key(self, op: AnyOp) -> str | int:
-        """How ``op`` is named on this connection: its number, once its name was sent."""
-        number = self._numbers.get(op)
-        if number is None:
-            self._numbers[op] = len(self._numbers)
-            return op.name
-        return number
+    def message(self, number: int, op: AnyOp, args: tuple[Any, ...], deadline: float) -> bytes:
+        """A write as sent on this connection: its operation by number once the name went."""
+        known = self._numbers.get(op)
+        if known is not None:
+            return frame((number, known, args, deadline))
+        data = frame((number, op.name, args, deadline))  # may fail: then nothing is noted
+        self._numbers[op] = len(self._numbers)
+        return data
 
     def send(self, data: bytes) -> None:
         """Send with whatever else this turn of the loop sends: one write a turn."""
@@ -360,7 +361,7 @@ class RemoteWriter:
         connection = await self.connect()
         number = next(self._numbers)
         deadline = time.monotonic() + self._patience  # the owner makes none after it
-        data = frame((number, connection.key(op), args, deadline))
+        data = connection.message(number, op, args, deadline)
         future: asyncio.Future[Any] = connection.loop.create_future()
         connection.pending[number] = future, connection.loop.time()
         connection.send(data)
@@ -368,7 +369,7 @@ class RemoteWriter:
 
     async def submit_nowait(self, op: AnyOp, args: tuple[Any, ...]) -> None:
         connection = await self.connect()
-        connection.send(frame((0, connection.key(op), args, math.inf)))
+        connection.send(connection.message(0, op, args, math.inf))
 
     def close(self) -> None:
         if self._connection is not None:
