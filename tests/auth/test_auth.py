@@ -13,8 +13,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from plantstore.settings import Settings
-from tests.conftest import IssueToken, LiveServer, bearer, run_cli, token_from_output
+from tests.fixtures.calls import IssueToken, bearer, run_cli, token_from_output
+from tests.fixtures.servers import LiveServer
 from tests.ops.test_observability import instrumented, sample
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 TOKEN_CACHE_SECONDS = Settings.model_fields["token_cache_seconds"].default
 
@@ -102,7 +106,9 @@ def test_a_valid_token_under_another_scheme_is_still_refused(
     [
         pytest.param("Bearer", id="bearer-alone"),
         # httpx (h11) refuses to send a header value with trailing whitespace
-        pytest.param("Bearer ", id="bearer-space-empty", marks=pytest.mark.in_process_only),
+        pytest.param(
+            "Bearer ", id="bearer-space-empty", marks=pytest.mark.backends("sqlite", "postgres")
+        ),
         pytest.param("Bearer a b", id="two-credentials"),
         pytest.param("Bearer pst_", id="prefix-only"),
         pytest.param("Bearer not-a-real-token", id="no-prefix-garbage"),
@@ -323,6 +329,7 @@ def test_revocation_bites_a_running_server_within_one_second(live_server: LiveSe
         assert_unauthorized(http.get("/plants", headers=headers), INVALID_TOKEN, token)
 
 
+@pytest.mark.backends("sqlite", "postgres")  # servers of its own
 def test_tokens_looked_up_after_a_start_are_not_looked_up_again(
     db_url: str, tmp_path: Path, issue_token: IssueToken
 ) -> None:

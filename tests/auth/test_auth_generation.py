@@ -15,15 +15,9 @@ import httpx
 import pytest
 
 from tests import pg
-from tests.conftest import (
-    bearer,
-    new_database_url,
-    run_cli,
-    run_sql,
-    start_server,
-    stop_server,
-    token_from_output,
-)
+from tests.fixtures.backends import new_database_url, run_sql
+from tests.fixtures.calls import bearer, run_cli, token_from_output
+from tests.fixtures.servers import start_server, stop_server
 
 
 def generation(db_url: str) -> int:

@@ -9,7 +9,9 @@ from pathlib import Path
 import httpx
 
 from plantstore import __version__
-from tests.conftest import IssueToken, bearer, start_server, stop_server, stored_data
+from tests.fixtures.backends import stored_data
+from tests.fixtures.calls import IssueToken, bearer
+from tests.fixtures.servers import start_server, stop_server
 
 GUESSED = "pst_" + "G" * 43  # well-formed, never issued
 MALFORMED = "not-a-token-but-secret-looking-0123456789"

@@ -25,16 +25,9 @@ from plantstore.auth.tokens import hash_token, new_token
 from plantstore.cli import main
 from plantstore.db.migrate import upgrade
 from plantstore.settings import Settings
-from tests.conftest import (
-    bearer,
-    free_port,
-    new_database_url,
-    run_cli,
-    start_server,
-    stop_server,
-    stored_data,
-    token_from_output,
-)
+from tests.fixtures.backends import new_database_url, stored_data
+from tests.fixtures.calls import bearer, run_cli, token_from_output
+from tests.fixtures.servers import free_port, start_server, stop_server
 from tests.pg import PostgresServer, with_database
 from tests.stores import Stores
 

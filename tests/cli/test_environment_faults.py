@@ -19,7 +19,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from plantstore.cli import main
-from tests.conftest import free_port, run_cli
+from tests.fixtures.calls import run_cli
+from tests.fixtures.servers import free_port
 
 Stage = Callable[[Path], contextlib.AbstractContextManager[str]]
 

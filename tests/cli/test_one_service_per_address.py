@@ -19,10 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import (
+from tests.fixtures.calls import bearer
+from tests.fixtures.servers import (
     QUIET_SERVER_ENV,
     LiveServer,
-    bearer,
     free_port,
     start_server,
     start_workers,

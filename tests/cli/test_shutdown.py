@@ -37,12 +37,11 @@ import pytest
 
 from bench.lib.procstat import running
 from plantstore.cli.serve import PARENT_DEATH_SIGNAL
-from tests.conftest import (
+from tests.fixtures.calls import IssueToken, bearer
+from tests.fixtures.servers import (
     QUIET_SERVER_ENV,
-    IssueToken,
     LiveServer,
     all_plants,
-    bearer,
     child_pids,
     free_port,
     kill_server,

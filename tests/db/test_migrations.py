@@ -16,7 +16,8 @@ from plantstore.cli import main
 from plantstore.db.migrate import SCHEMA_HEAD, current_revision, head_revision, upgrade
 from plantstore.settings import Settings
 from tests.cli.test_cli import list_json
-from tests.conftest import bearer, new_database_url, run_cli, run_sql, token_from_output
+from tests.fixtures.backends import new_database_url, run_sql
+from tests.fixtures.calls import bearer, run_cli, token_from_output
 
 PREVIOUS = "0001"
 

@@ -16,7 +16,7 @@ import pytest
 
 from plantstore.app import openapi_document as build_document
 from plantstore.settings import Settings
-from tests.conftest import start_server, stop_server
+from tests.fixtures.servers import start_server, stop_server
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -20,7 +20,8 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
 
 from tests.auth.jwt.jwt_support import TestProvider
-from tests.conftest import LiveServer, bearer, start_server, stop_server
+from tests.fixtures.calls import bearer
+from tests.fixtures.servers import LiveServer, start_server, stop_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless on a machine with no GPU, no sandbox privileges and no outside network: without the

@@ -12,14 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import (
-    all_plants,
-    bearer,
-    kill_server,
-    new_database_url,
-    start_server,
-    stop_server,
-)
+from tests.fixtures.backends import new_database_url
+from tests.fixtures.calls import bearer
+from tests.fixtures.servers import all_plants, kill_server, start_server, stop_server
 
 
 def test_acknowledged_create_survives_an_immediate_kill(

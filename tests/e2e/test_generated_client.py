@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.conftest import LiveServer, start_server, stop_server
+from tests.fixtures.servers import LiveServer, start_server, stop_server
 
 PACKAGE = "plant_store_client"
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, bearer, free_port, start_server, stop_server
+from tests.fixtures.calls import bearer
+from tests.fixtures.servers import LiveServer, free_port, start_server, stop_server
 from tests.pg import PostgresServer
 
 README = Path(__file__).parents[2] / "README.md"

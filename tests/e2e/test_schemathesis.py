@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from tests.fixtures.backends import new_database_url
+from tests.fixtures.calls import bearer
+from tests.fixtures.hooks import (
     SCHEMATHESIS_EXAMPLES,
     SCHEMATHESIS_EXAMPLES_VARIABLE,
     SCHEMATHESIS_SEED,
     SCHEMATHESIS_SEED_VARIABLE,
-    bearer,
-    new_database_url,
-    start_server,
-    stop_server,
 )
+from tests.fixtures.servers import start_server, stop_server
 
 ROOT = Path(__file__).parents[2]
 CONFIG = Path(__file__).with_name("schemathesis.toml")

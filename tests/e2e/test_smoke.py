@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import LiveServer, bearer
+from tests.fixtures.calls import bearer
+from tests.fixtures.servers import LiveServer
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 
 def test_create_list_delete_in_process(client: TestClient, alice: dict[str, str]) -> None:

@@ -16,7 +16,8 @@ from starlette.testclient import TestClient
 
 from plantstore.app import create_app
 from plantstore.settings import Settings
-from tests.conftest import bearer, emptied_shared_database, run_cli, token_from_output
+from tests.fixtures.backends import emptied_shared_database
+from tests.fixtures.calls import bearer, run_cli, token_from_output
 
 USERS = ("alice", "bob")
 plant_ids = st.integers(min_value=-3, max_value=12) | st.sampled_from([-(2**63), 2**63 - 1])

@@ -12,7 +12,11 @@ import socket
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, assert_error, bearer
+from tests.fixtures.calls import assert_error, bearer
+from tests.fixtures.servers import LiveServer
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 LIMIT = 65_536
 

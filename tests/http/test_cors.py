@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from plantstore.app import create_app
 from plantstore.settings import Settings, SettingsError, load_settings
-from tests.conftest import assert_error
+from tests.fixtures.calls import assert_error
 
 Headers = dict[str, str]
 DOCS = "https://docs.example.com"
@@ -39,6 +39,7 @@ def preflight(
     )
 
 
+@pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 def test_no_cors_by_default(client: TestClient, alice: Headers) -> None:
     answer = preflight(client, DOCS, "DELETE", "authorization")
     assert_error(answer, 405)  # no preflight handling: OPTIONS is just another method

@@ -4,15 +4,17 @@ near miss still gets Starlette's answer, and a request under a root path is rout
 
 from __future__ import annotations
 
+import pytest
 from starlette.testclient import TestClient
 
 from plantstore.app import create_app
 from plantstore.settings import Settings
-from tests.conftest import assert_error
+from tests.fixtures.calls import assert_error
 
 Headers = dict[str, str]
 
 
+@pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 def test_near_misses_of_the_plant_routes_get_starlettes_404_and_405(
     client: TestClient, alice: Headers
 ) -> None:
@@ -32,6 +34,7 @@ def test_near_misses_of_the_plant_routes_get_starlettes_404_and_405(
     }
 
 
+@pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 def test_head_on_the_collection_is_answered_by_starlette_without_a_body(
     client: TestClient, alice: Headers
 ) -> None:

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, run_cli, start_server, stop_server, token_from_output
+from tests.fixtures.calls import run_cli, token_from_output
+from tests.fixtures.servers import LiveServer, start_server, stop_server
 
 DEADLINE = 2.0  # the header deadline here (10 s shipped)
 IDLE_CONNECTIONS = 2_000  # twice the concurrency budget granian had by default (1,024)

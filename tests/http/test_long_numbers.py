@@ -5,11 +5,15 @@ or a Content-Length padded with zeros past that length was answered 500."""
 
 from __future__ import annotations
 
+import pytest
 from starlette.testclient import TestClient
 
 from plantstore.http.keepalive import _declared_body_length
 from plantstore.http.parsing import whole_number
-from tests.conftest import assert_error
+from tests.fixtures.calls import assert_error
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 Headers = dict[str, str]
 PADDED_ONE = "0" * 5_000 + "1"

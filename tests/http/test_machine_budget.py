@@ -15,7 +15,8 @@ import httpx
 from limits import parse
 
 from plantstore.http.machine_budget import STALE_LOCK_S, MachineBudget, MachineTable, hex_key
-from tests.conftest import LiveServer, answered_by, bearer, start_workers, stop_server
+from tests.fixtures.calls import bearer
+from tests.fixtures.servers import LiveServer, answered_by, start_workers, stop_server
 
 WORKERS = 3
 FORK = multiprocessing.get_context("fork")

@@ -17,7 +17,11 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import LiveServer, assert_error, bearer
+from tests.fixtures.calls import assert_error, bearer
+from tests.fixtures.servers import LiveServer
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 JSON = "application/json"
 LIMIT = 65_536

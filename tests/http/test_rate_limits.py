@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 from plantstore.app import create_app
 from plantstore.settings import Settings
 from tests import pg
-from tests.conftest import IssueToken, assert_error, bearer, start_server, stop_server
+from tests.fixtures.calls import IssueToken, assert_error, bearer
+from tests.fixtures.servers import start_server, stop_server
 
 REDIS = ("127.0.0.1", 6379)
 Response = httpx.Response | httpx2.Response

@@ -15,7 +15,11 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import assert_error, bearer, run_sql
+from tests.fixtures.backends import run_sql
+from tests.fixtures.calls import assert_error, bearer
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 Headers = dict[str, str]
 
@@ -118,6 +122,7 @@ def test_wrong_method_does_not_touch_plants(client: TestClient, alice: Headers) 
 # --- unexpected faults -----------------------------------------------------------------------
 
 
+@pytest.mark.backends("sqlite", "postgres")  # reads the app's log records
 @pytest.mark.parametrize(
     ("method", "path", "body"),
     [
@@ -158,6 +163,7 @@ def test_fault_is_500_with_nothing_internal(
     assert any(record.exc_info is not None for record in logged)
 
 
+@pytest.mark.backends("sqlite", "postgres")
 @pytest.mark.own_database
 def test_fault_does_not_stop_the_process(client: TestClient, alice: Headers, db_url: str) -> None:
     run_sql(db_url, "DROP TABLE plants")
@@ -203,6 +209,7 @@ def test_docs_page_needs_no_token_and_is_html(client: TestClient, headers: Heade
     assert "<html" in response.text.lower()
 
 
+@pytest.mark.backends("sqlite", "postgres")
 @pytest.mark.own_database
 def test_readyz_is_503_with_error_body_when_store_unusable(client: TestClient, db_url: str) -> None:
     assert client.get("/readyz").status_code == 200

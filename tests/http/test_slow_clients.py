@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import LiveServer, start_server, stop_server
+from tests.fixtures.servers import LiveServer, start_server, stop_server
 
 DEADLINE = 2.0  # seconds, for both deadlines here (the defaults are 10 s and 30 s)
 

@@ -23,7 +23,7 @@ import pytest
 from plantstore.app import openapi_document as build_document
 from plantstore.http.responses import encoder
 from plantstore.settings import Settings
-from tests.conftest import start_server, stop_server
+from tests.fixtures.servers import start_server, stop_server
 
 ROOT = Path(__file__).parents[2]
 TOOLS = ROOT / "tools" / "docs-lint"

@@ -8,6 +8,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
+
 
 @pytest.fixture
 def document(client: TestClient) -> dict[str, Any]:

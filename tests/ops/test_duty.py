@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import LiveServer, bearer, child_pids, start_workers, stop_server
+from tests.fixtures.calls import bearer
+from tests.fixtures.servers import LiveServer, child_pids, start_workers, stop_server
 from tests.webhooks.webhook_receiver import receiver
 
 WORKERS = 3

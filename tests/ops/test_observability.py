@@ -28,18 +28,14 @@ from starlette.testclient import TestClient
 
 from plantstore import __version__
 from plantstore.ops.metrics import FLUSH_SECONDS
-from tests.conftest import (
-    IssueToken,
+from tests.fixtures.backends import new_database_url
+from tests.fixtures.calls import IssueToken, assert_error, bearer, run_cli, token_from_output
+from tests.fixtures.servers import (
     LiveServer,
-    assert_error,
-    bearer,
     child_pids,
     free_port,
-    new_database_url,
-    run_cli,
     start_server,
     stop_server,
-    token_from_output,
     wait_for_started_workers,
 )
 
@@ -63,6 +59,7 @@ def sample(text: str, name: str, **labels: str) -> float:
 # --- request ids -----------------------------------------------------------------------------
 
 
+@pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 def test_a_safe_request_id_is_returned_as_given(client: TestClient, alice: Headers) -> None:
     given = "edge-7f3a.b9:42/x+y="
     response = client.get("/plants", headers={**alice, "X-Request-ID": given})
@@ -70,6 +67,7 @@ def test_a_safe_request_id_is_returned_as_given(client: TestClient, alice: Heade
     assert response.headers["x-request-id"] == given
 
 
+@pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 @pytest.mark.parametrize("given", ["", "has space", "x" * 129, "semi;colon", 'quote"d', "ünïcode"])
 def test_an_unsafe_or_missing_request_id_is_replaced(
     client: TestClient, alice: Headers, given: str
@@ -79,6 +77,7 @@ def test_an_unsafe_or_missing_request_id_is_replaced(
     assert GENERATED_ID.fullmatch(response.headers["x-request-id"])
 
 
+@pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 def test_every_answer_has_its_own_request_id(client: TestClient, alice: Headers) -> None:
     answers = [
         client.get("/plants", headers=alice),

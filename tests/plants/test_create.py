@@ -14,7 +14,10 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import IssueToken, assert_error, bearer
+from tests.fixtures.calls import IssueToken, assert_error, bearer
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 JSON = "application/json"
 LIMIT = 65_536
@@ -470,7 +473,9 @@ def test_two_content_types_are_415_whichever_comes_first(
         "application/json; charset=UTF-8",
         'application/json; charset="utf-8"',
         # httpx (h11) refuses to send a header value with trailing whitespace
-        pytest.param("application/json\t; charset=utf-8 ", marks=pytest.mark.in_process_only),
+        pytest.param(
+            "application/json\t; charset=utf-8 ", marks=pytest.mark.backends("sqlite", "postgres")
+        ),
     ],
 )
 def test_json_content_type_with_optional_utf8_charset_is_accepted(
@@ -487,7 +492,7 @@ def test_json_content_type_with_optional_utf8_charset_is_accepted(
         b"\xa0",
         b"\x85",
         # a control character: h11 will not send it, and granian answers a bare 400 unread
-        pytest.param(b"\x0b", marks=pytest.mark.in_process_only),
+        pytest.param(b"\x0b", marks=pytest.mark.backends("sqlite", "postgres")),
     ],
 )
 def test_content_type_padded_with_other_than_space_or_tab_is_415(

@@ -9,7 +9,10 @@ from urllib.parse import quote
 import pytest
 from starlette.testclient import TestClient
 
-from tests.conftest import assert_error
+from tests.fixtures.calls import assert_error
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 Headers = dict[str, str]
 

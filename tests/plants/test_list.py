@@ -19,8 +19,11 @@ from starlette.testclient import TestClient
 from plantstore.app import create_app
 from plantstore.auth.tokens import hash_token
 from plantstore.settings import Settings
-from tests.conftest import IssueToken, assert_error, bearer
+from tests.fixtures.calls import IssueToken, assert_error, bearer
 from tests.stores import Stores
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 Headers = dict[str, str]
 
@@ -226,6 +229,7 @@ def test_limit_above_the_default_cap_is_capped(client: TestClient, alice: Header
     assert link_query(target)["limit"] == [str(INT32_MAX)]
 
 
+@pytest.mark.backends("sqlite", "postgres")  # an app of its own settings
 def test_absent_limit_uses_the_configured_cap(capped: TestClient, alice: Headers) -> None:
     for plant_id in [5, 1, 4, 2, 3]:
         create(capped, alice, plant_id)
@@ -236,6 +240,7 @@ def test_absent_limit_uses_the_configured_cap(capped: TestClient, alice: Headers
     assert get_list(capped, target, alice).json() == expected([4, 5])
 
 
+@pytest.mark.backends("sqlite", "postgres")  # an app of its own settings
 def test_limit_above_configured_cap_returns_the_cap(capped: TestClient, alice: Headers) -> None:
     for plant_id in range(1, 8):
         create(capped, alice, plant_id)
@@ -248,6 +253,7 @@ def test_limit_above_configured_cap_returns_the_cap(capped: TestClient, alice: H
     assert pages == [[1, 2, 3], [4, 5, 6], [7]]
 
 
+@pytest.mark.backends("sqlite", "postgres")  # an app of its own settings
 @pytest.mark.parametrize("count", [0, 1, 2, 3])
 def test_no_more_than_the_cap_comes_in_one_response(
     capped: TestClient, alice: Headers, count: int
@@ -376,6 +382,7 @@ def test_link_header_shape(client: TestClient, alice: Headers) -> None:
     assert query["limit"] == ["2"]
 
 
+@pytest.mark.backends("sqlite", "postgres")  # an app of its own settings
 def test_following_links_with_the_cap(capped: TestClient, alice: Headers) -> None:
     ids = list(range(10, 0, -1))
     for plant_id in ids:
@@ -464,6 +471,7 @@ def test_cursor_given_twice_is_400(client: TestClient, alice: Headers) -> None:
     assert_error(response, 400, "cursor")
 
 
+@pytest.mark.backends("sqlite", "postgres")  # apps of its own settings
 def test_cursor_stays_valid_across_restarts(settings: Settings, alice: Headers) -> None:
     with TestClient(create_app(settings), raise_server_exceptions=False) as first:
         for plant_id in [1, 2, 3, 4]:
@@ -478,6 +486,7 @@ def test_cursor_stays_valid_across_restarts(settings: Settings, alice: Headers) 
         assert "link" not in page.headers
 
 
+@pytest.mark.backends("sqlite", "postgres")  # reads the app's settings
 def test_a_cursor_of_the_former_hmac_format_is_honoured(
     client: TestClient, settings: Settings, alice: Headers, bob: Headers
 ) -> None:

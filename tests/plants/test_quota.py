@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from starlette.testclient import TestClient
 
 from plantstore.app import create_app
 from plantstore.plants.store import CreateOutcome, PlantRecord
 from plantstore.settings import Settings
-from tests.conftest import IssueToken, assert_error, bearer
+from tests.fixtures.calls import IssueToken, assert_error, bearer
 from tests.stores import Stores
 
 Headers = dict[str, str]
@@ -88,6 +89,7 @@ def test_racing_creates_never_pass_the_quota(db_url: str, issue_token: IssueToke
     assert outcomes.count(CreateOutcome.OVER_QUOTA) == 15
 
 
+@pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 def test_the_document_shows_the_quota_answer(client: TestClient) -> None:
     create = client.get("/openapi.json").json()["paths"]["/plants"]["post"]
     assert "quota" in create["responses"]["403"]["description"].lower()

@@ -10,13 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import (
-    child_pids,
-    new_database_url,
-    start_server,
-    stop_server,
-    wait_for_started_workers,
-)
+from tests.fixtures.backends import new_database_url
+from tests.fixtures.servers import child_pids, start_server, stop_server, wait_for_started_workers
 from tests.sandbox.test_sandbox import rows
 
 SANDBOX = {"PLANTSTORE_SANDBOX": "true", "PLANTSTORE_TRUSTED_PROXIES": "127.0.0.1"}

@@ -22,15 +22,9 @@ import pytest
 from plantstore.db.migrate import upgrade
 from plantstore.settings import Settings, SettingsError, load_settings
 from tests import pg
-from tests.conftest import (
-    LiveServer,
-    assert_error,
-    bearer,
-    is_sqlite,
-    new_database_url,
-    start_server,
-    stop_server,
-)
+from tests.fixtures.backends import is_sqlite, new_database_url
+from tests.fixtures.calls import assert_error, bearer
+from tests.fixtures.servers import LiveServer, start_server, stop_server
 from tests.stores import Stores
 
 SANDBOX_ENV = {"PLANTSTORE_SANDBOX": "true", "PLANTSTORE_SANDBOX_ISSUE_LIMIT": "off"}

@@ -22,8 +22,9 @@ import httpx
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
 from plantstore.openapi.docs_page import DOCS_DIR
-from tests.conftest import LiveServer, assert_error, bearer, free_port, start_server, stop_server
 from tests.e2e.test_docs_browser import TIMEOUT_MS, PageLog, browser, documented_operations
+from tests.fixtures.calls import assert_error, bearer
+from tests.fixtures.servers import LiveServer, free_port, start_server, stop_server
 from tests.sandbox.test_sandbox import rows
 
 __all__ = ["browser"]  # the chromium fixture, shared with test_docs_browser.py

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import start_server, stop_server
 from tests.e2e.test_schemathesis import CONFIG, ROOT, SCHEMATHESIS, widening_options
+from tests.fixtures.servers import start_server, stop_server
 
 
 def test_schemathesis_finds_nothing_in_sandbox_mode(tmp_path: Path) -> None:

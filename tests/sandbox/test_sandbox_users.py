@@ -6,7 +6,8 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from tests.conftest import run_cli, start_server, stop_server
+from tests.fixtures.calls import run_cli
+from tests.fixtures.servers import start_server, stop_server
 
 
 def test_user_list_marks_sandbox_users(tmp_path: Path) -> None:

@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import assert_error
+from tests.fixtures.calls import assert_error
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 PUBLIC_URL = "http://192.0.2.1/hook"  # TEST-NET-1 is 'reserved'; see the public one below
 GLOBAL_URL = "https://8.8.8.8/hook"  # a global address; no plant is created, so nothing is sent

@@ -12,7 +12,7 @@ from plantstore.ops import metrics
 from plantstore.plants.store import PlantRecord
 from plantstore.webhooks.dispatcher import BUSY_REQUESTS, Dispatcher
 from plantstore.webhooks.store import WebhookStore
-from tests.conftest import run_cli
+from tests.fixtures.calls import run_cli
 from tests.webhooks.test_webhook_store import new_subscription, with_stores
 from tests.webhooks.webhook_receiver import receiver
 

@@ -30,7 +30,8 @@ from plantstore.webhooks.store import (
     WebhookStore,
 )
 from tests import pg
-from tests.conftest import run_cli, run_sql
+from tests.fixtures.backends import run_sql
+from tests.fixtures.calls import run_cli
 from tests.stores import Stores
 
 T = TypeVar("T")

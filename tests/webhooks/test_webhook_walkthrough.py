@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import bearer, free_port, start_server, stop_server
+from tests.fixtures.calls import bearer
+from tests.fixtures.servers import free_port, start_server, stop_server
 from tests.webhooks.webhook_receiver import receiver
 
 WEBHOOKS = Path(__file__).parents[2] / "docs" / "webhooks.md"

@@ -16,18 +16,13 @@ import httpx
 import pytest
 import standardwebhooks
 
-from tests.conftest import (
-    TWO_WORKERS,
-    LiveServer,
-    bearer,
-    new_database_url,
-    run_cli,
-    run_sql,
-    start_server,
-    stop_server,
-    token_from_output,
-)
+from tests.fixtures.backends import TWO_WORKERS, new_database_url, run_sql
+from tests.fixtures.calls import bearer, run_cli, token_from_output
+from tests.fixtures.servers import LiveServer, start_server, stop_server
 from tests.webhooks.webhook_receiver import Received, receiver
+
+# HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
+pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
 
 FAST_RETRIES = "0s,1s,1s"
 PRIVATE_OK = {"PLANTSTORE_WEBHOOK_ALLOW_PRIVATE": "true"}
@@ -250,6 +245,7 @@ def test_a_subscriber_hears_only_its_own_users_changes(server: LiveServer) -> No
     assert len(bobs.snapshot()) == 5
 
 
+@pytest.mark.backends("sqlite", "postgres")  # a server of its own
 def test_connection_time_check_refuses_a_private_address(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -30,7 +30,8 @@ from tests.auth.jwt.jwt_support import (
     hmac_token,
     tampered,
 )
-from tests.conftest import IssueToken, assert_error, bearer, free_port, run_cli
+from tests.fixtures.calls import IssueToken, assert_error, bearer, run_cli
+from tests.fixtures.servers import free_port
 
 INVALID_TOKEN = 'Bearer realm="plantstore", error="invalid_token"'
 

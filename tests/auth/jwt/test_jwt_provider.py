@@ -21,15 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import (
-    LiveServer,
-    assert_error,
-    bearer,
-    free_port,
-    new_database_url,
-    start_server,
-    stop_server,
-)
+from tests.fixtures.backends import new_database_url
+from tests.fixtures.calls import assert_error, bearer
+from tests.fixtures.servers import LiveServer, free_port, start_server, stop_server
 
 OIDC_DIR = Path(__file__).parent / "oidc"
 AUDIENCE = "https://plantstore.test"

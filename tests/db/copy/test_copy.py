@@ -22,16 +22,9 @@ import pytest
 
 from plantstore.db.migrate import SCHEMA_HEAD, current_revision, upgrade
 from tests import pg
-from tests.conftest import (
-    LiveServer,
-    all_plants,
-    bearer,
-    require_postgres,
-    run_cli,
-    start_server,
-    stop_server,
-    token_from_output,
-)
+from tests.fixtures.backends import require_postgres
+from tests.fixtures.calls import bearer, run_cli, token_from_output
+from tests.fixtures.servers import LiveServer, all_plants, start_server, stop_server
 
 SERVER_ENV = {
     "PLANTSTORE_SANDBOX": "true",

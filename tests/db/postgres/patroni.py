@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests import pg
-from tests.conftest import free_port
+from tests.fixtures.servers import free_port
 
 NODES = 3
 TTL = 10  # seconds the leader key outlives its holder: the wait before a failover

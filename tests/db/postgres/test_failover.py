@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from tests import pg
-from tests.conftest import bearer, run_cli, start_server, stop_server, token_from_output
+from tests.fixtures.calls import bearer, run_cli, token_from_output
+from tests.fixtures.servers import start_server, stop_server
 from tests.webhooks.webhook_receiver import receiver
 
 WRITERS = 6

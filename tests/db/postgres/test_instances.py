@@ -26,16 +26,13 @@ import pytest
 
 from plantstore.db.migrate import head_revision
 from tests import pg
-from tests.conftest import (
+from tests.fixtures.calls import assert_error, bearer, run_cli, token_from_output
+from tests.fixtures.servers import (
     LiveServer,
-    assert_error,
-    bearer,
     child_pids,
     free_port,
-    run_cli,
     start_server,
     stop_server,
-    token_from_output,
     wait_for_started_workers,
 )
 

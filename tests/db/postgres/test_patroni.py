@@ -20,9 +20,10 @@ import pytest
 
 from plantstore.db.postgres.connections import connect_to_writer
 from tests import pg
-from tests.conftest import run_cli, start_server, stop_server, token_from_output
 from tests.db.postgres.patroni import TTL, Node, PatroniCluster, missing_tools, patroni_cluster
 from tests.db.postgres.test_failover import Answer, write_until
+from tests.fixtures.calls import run_cli, token_from_output
+from tests.fixtures.servers import start_server, stop_server
 
 WRITERS = 4
 CONNECT_TIMEOUT = 1.0  # the service's, as shipped

@@ -22,7 +22,8 @@ import pytest
 
 from bench.lib import pgbouncer
 from tests import pg
-from tests.conftest import all_plants, assert_error, bearer, free_port, start_server, stop_server
+from tests.fixtures.calls import assert_error, bearer
+from tests.fixtures.servers import all_plants, free_port, start_server, stop_server
 
 MODES = ("session", "transaction")
 QUOTA = 40

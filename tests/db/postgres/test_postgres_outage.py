@@ -25,18 +25,15 @@ import httpx
 import pytest
 
 from tests import pg
-from tests.conftest import (
-    REQUIRE_POSTGRES,
+from tests.fixtures.backends import REQUIRE_POSTGRES
+from tests.fixtures.calls import assert_error, bearer, run_cli, token_from_output
+from tests.fixtures.servers import (
     LiveServer,
     all_plants,
-    assert_error,
-    bearer,
     child_pids,
     free_port,
-    run_cli,
     start_server,
     stop_server,
-    token_from_output,
 )
 
 ANSWER_BOUND = 2.5  # seconds: the promise for every answer while the database is down
