@@ -335,6 +335,8 @@ def test_errors_never_echo_the_token(client: TestClient, alice: Headers, call: C
         "Bearer pst_" + "XYZZY" * 20,
         f"Token {WRONG_TOKEN}",
     ],
+    # fixed ids: the wrong tokens are made afresh at each collection
+    ids=["wrong", "lowercase-scheme", "malformed", "short", "long", "other-scheme"],
 )
 def test_auth_errors_never_echo_the_credentials(client: TestClient, authorization: str) -> None:
     response = client.get("/plants", headers={"Authorization": authorization})
