@@ -14,15 +14,13 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from plantstore.cli import main
-from tests.conftest import (
+from tests.fixtures.backends import run_sql
+from tests.fixtures.calls import bearer, run_cli, token_from_output
+from tests.fixtures.servers import (
     LiveServer,
     all_plants,
-    bearer,
-    run_cli,
-    run_sql,
     start_server,
     stop_server,
-    token_from_output,
 )
 
 WRITERS = 4  # client threads creating plants during the backup

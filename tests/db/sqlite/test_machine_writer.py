@@ -30,12 +30,11 @@ from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.machine_writer import writer_address
 from plantstore.db.sqlite.ops import WriteOp
-from tests.conftest import (
+from tests.fixtures.calls import assert_error, bearer
+from tests.fixtures.servers import (
     LiveServer,
     all_plants,
     answered_by,
-    assert_error,
-    bearer,
     child_pids,
     start_workers,
     stop_server,

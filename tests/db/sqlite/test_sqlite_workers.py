@@ -36,17 +36,19 @@ import pytest
 
 from plantstore.db.migrate import current_revision, head_revision
 from tests.cli.test_shutdown import EXIT_BOUND, USERS, Traffic, refuses_connections, wait_exit
-from tests.conftest import (
-    LiveServer,
-    all_plants,
+from tests.fixtures.calls import (
     assert_error,
     bearer,
+    run_cli,
+    token_from_output,
+)
+from tests.fixtures.servers import (
+    LiveServer,
+    all_plants,
     child_pids,
     kill_server,
-    run_cli,
     start_server,
     stop_server,
-    token_from_output,
     wait_for_started_workers,
 )
 from tests.ops.test_observability import Instrumented, answering_process, instrumented, sample
