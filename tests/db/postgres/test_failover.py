@@ -60,6 +60,23 @@ def write_until(
 
 
 @pytest.mark.skipif(pg.postgres_binaries() is None, reason="no PostgreSQL binaries here")
+def judge_answers(answers: list[Answer], held: list[tuple[object, ...]], killed: float) -> set[int]:
+    """What every failover test asks of the clients' answers: only 200 and 503 (a 503 with
+    Retry-After), each within the deadline, enough acknowledged before the primary was lost,
+    and every acknowledged create among the rows the new primary ``held``. Returns the ids
+    acknowledged."""
+    statuses = {a.status for a in answers}
+    assert statuses <= {200, 503}, statuses
+    assert all(a.retry_after for a in answers if a.status == 503)
+    assert max(a.seconds for a in answers) < DEADLINE, max(a.seconds for a in answers)
+    acknowledged = {a.plant_id for a in answers if a.status == 200}
+    before = [a for a in answers if a.status == 200 and a.started < killed]
+    assert len(before) > 100, "too few writes before the primary was lost to prove anything"
+    missing = acknowledged - {row[0] for row in held}
+    assert not missing, f"{len(missing)} acknowledged creates lost, e.g. {sorted(missing)[:5]}"
+    return acknowledged
+
+
 def test_a_promoted_standby_has_every_acknowledged_write(tmp_path: Path) -> None:
     with pg.primary_and_synchronous_standby() as (primary, standby), receiver() as hooks:
         url = f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/postgres"
@@ -119,15 +136,7 @@ def test_a_promoted_standby_has_every_acknowledged_write(tmp_path: Path) -> None
             stop_server(server)
         [held] = pg.run_sql(standby.url, "SELECT id FROM plants")  # the promoted host
     answers = [a for r in results for a in r]
-    statuses = {a.status for a in answers}
-    assert statuses <= {200, 503}, statuses
-    assert all(a.retry_after for a in answers if a.status == 503)
-    assert max(a.seconds for a in answers) < DEADLINE, max(a.seconds for a in answers)
-    acknowledged = {a.plant_id for a in answers if a.status == 200}
-    before = [a for a in answers if a.status == 200 and a.started < killed]
-    assert len(before) > 100, "too few writes before the primary was lost to prove anything"
-    missing = acknowledged - {row[0] for row in held}
-    assert not missing, f"{len(missing)} acknowledged creates lost, e.g. {sorted(missing)[:5]}"
+    acknowledged = judge_answers(answers, held, killed)
     first_after = min(
         a.started + a.seconds for a in answers if a.status == 200 and a.started > promoted
     )
