@@ -174,6 +174,12 @@ class Writer:
         conn: sqlite3.Connection | None = None
         flush: WalFlush | None = None
         try:
+            # Taking over from another process: never open whatever is at the path now if it
+            # is not the file this process opened (none, and SQLite would make an empty one
+            # and take the old file's WAL into it).
+            lost = None if self._identity is None else self._identity.check()
+            if lost is not None:
+                raise lost
             conn = connect(self._path, self._busy_timeout_ms)
             self._file = self._identity or FileIdentity(self._path)
             conn.execute("PRAGMA busy_timeout = 0")  # WriteTurns waits for the lock instead
