@@ -75,3 +75,29 @@ def test_a_busy_server_with_nothing_due_checks_at_the_idle_rate_and_still_delive
     # At the idle poll (every 0.5 s) about 5; at the governor's pace (every 20 ms) about 100.
     assert idle_checks <= 12
     assert delivered == EVENTS  # busy all along, and every event went out
+
+
+def test_stop_ends_the_dispatcher_even_when_it_is_woken_at_that_moment(db_url: str) -> None:
+    """A wake-up that lands as ``stop`` cancels the claim loop (an attempt finishing as the
+    server stops) must not keep the loop running: the server's stop would wait for ever."""
+
+    async def work(store: Any, webhooks: WebhookStore) -> bool:
+        dispatcher = Dispatcher(
+            webhooks,
+            retry_schedule="0s",
+            retention="30d",
+            allow_private=True,
+            concurrency=4,
+            endpoint_concurrency=2,
+        )
+        await dispatcher.start()
+        await asyncio.sleep(0.2)  # the claim loop found nothing and waits to be woken
+        dispatcher.wake()
+        try:
+            async with asyncio.timeout(5):
+                await dispatcher.stop()
+        except TimeoutError:
+            return False
+        return True
+
+    assert with_stores(db_url, work)

@@ -187,7 +187,8 @@ async def call(scope: dict[str, Any], body: bytes) -> tuple[list[Message], BaseE
         messages.append(message)
 
     try:
-        await asyncio.wait_for(service().app(scope, receive, send), _DEADLINE_SECONDS)
+        async with asyncio.timeout(_DEADLINE_SECONDS):
+            await service().app(scope, receive, send)
     except TimeoutError:
         raise AssertionError(f"no answer within {_DEADLINE_SECONDS} s: {messages}") from None
     except Exception as exc:  # Starlette re-raises what it answered with a 500

@@ -155,7 +155,8 @@ class Readiness:
             probing = self._probing = asyncio.ensure_future(self._probe())
             probing.add_done_callback(_seen)
         try:
-            await asyncio.wait_for(asyncio.shield(probing), PROBE_WAIT_S)
+            async with asyncio.timeout(PROBE_WAIT_S):
+                await asyncio.shield(probing)
         except TimeoutError:
             raise not_answering() from None
         except StoreUnavailable:

@@ -127,7 +127,8 @@ async def check_webhook_url(url: str, allow_private: bool, timeout: float = LOOK
         addresses = [literal]
     else:
         try:
-            addresses = await asyncio.wait_for(resolve(host, parts.port or 0), timeout)
+            async with asyncio.timeout(timeout):
+                addresses = await resolve(host, parts.port or 0)
         except TimeoutError:
             raise BadRequest(
                 f"`url`'s host {host!r} did not resolve within {timeout:g} s"

@@ -145,8 +145,11 @@ class Dispatcher:
             if claimed and self._starved:
                 continue  # a full batch: there may be more, claim again at once
             self._progress.clear()
+            # Not ``wait_for``: on Python 3.11 it swallows a cancellation that arrives as the
+            # event is set, and ``stop`` would then wait for this loop for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._progress.wait(), IDLE_POLL)
+                async with asyncio.timeout(IDLE_POLL):
+                    await self._progress.wait()
 
     async def _claim_once(self) -> int:
         """Claim what there is room for: how many came back. ``_starved`` tells whether the

@@ -309,7 +309,8 @@ def test_an_unreadable_message_hangs_up_on_its_sender_alone(tmp_path: Path) -> N
             address = address_of(db)
             reader, writer = await asyncio.open_unix_connection(address)
             writer.write(struct.pack("!I", len(garbage)) + garbage)
-            ended = await asyncio.wait_for(reader.read(10), 5)
+            async with asyncio.timeout(5):
+                ended = await reader.read(10)
             writer.close()
             answer = await other.writer.submit(ANSWER_OF_THE_OWNER, 41)
             return ended, answer
@@ -335,7 +336,8 @@ def test_a_write_the_stopping_owner_never_read_is_made_by_the_next_owner(tmp_pat
         await asyncio.sleep(0.1)
         assert not sent.done()  # sent, and never read
         await owning.close()
-        return await asyncio.wait_for(sent, 10)
+        async with asyncio.timeout(10):
+            return await sent
 
     assert made_by_the_next_owner(tmp_path / "machine.db", send_as_the_owner_stops) == 42
 

@@ -124,7 +124,8 @@ class ConnectionPool:
             if not waiter.done():
                 waiter.set_exception(_closed())
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._all_back.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._all_back.wait()
         idle, self._idle = self._idle, []
         try:
             async with asyncio.timeout(timeout):
