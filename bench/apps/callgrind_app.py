@@ -79,11 +79,18 @@ def scope(method: str, query: bytes, headers: list[tuple[bytes, bytes]]) -> Mess
     }
 
 
-async def main(mode: str, count: int) -> None:
-    from plantstore.app import create_app_from_env
+async def main(mode: str, count: int, *, machine_table: bool) -> None:
+    from plantstore.app import create_app
+    from plantstore.http.machine_budget import MachineTable
+    from plantstore.ops.logs import configure_logging
+    from plantstore.processes.inheritance import Inheritance
+    from plantstore.settings import load_settings
 
     token = await seed()
-    app = create_app_from_env()
+    settings = load_settings()
+    configure_logging(settings.log_level)
+    shared = Inheritance(settings, MachineTable() if machine_table else None)
+    app = create_app(settings, inherited=shared, freeze_after_start=True)
     startup: asyncio.Queue[Message] = asyncio.Queue()
     await startup.put({"type": "lifespan.startup"})
     started = asyncio.Event()
@@ -146,8 +153,4 @@ if __name__ == "__main__":
     )
     args = parser.parse_args()
     prepare(Path(tempfile.mkdtemp(prefix="plantstore-callgrind-")))
-    if args.machine_table:
-        from plantstore.http.machine_budget import MachineTable
-
-        MachineTable().share_with_workers()
-    asyncio.run(main(args.mode, args.count))
+    asyncio.run(main(args.mode, args.count, machine_table=args.machine_table))

@@ -35,7 +35,6 @@ from .http.boundary import STARLETTE_HANDLERS
 from .http.cors import ContractCORS
 from .http.dispatch import FastRoutes
 from .http.keepalive import DrainUnreadBody
-from .http.machine_budget import MachineTable
 from .http.ratelimit import RateLimits
 from .http.responses import encoder
 from .http.routing import Mount, Route, hot_routes, native_routes, starlette_routes
@@ -44,7 +43,6 @@ from .openapi.docs_page import DocsPage
 from .openapi.document import build_document
 from .openapi.parts import Document, DocumentPart
 from .ops import health, metrics
-from .ops.duty import OncePerMachine
 from .ops.health import HealthRoutes
 from .ops.logs import WEBHOOK_LOGGER, access_logger, configure_logging
 from .ops.observe import Observe
@@ -53,6 +51,8 @@ from .plants import store as plants_store
 from .plants.backends import plant_store_for
 from .plants.cursors import CursorCodec
 from .plants.routes import PlantRoutes
+from .processes.duty import OncePerMachine
+from .processes.inheritance import Inheritance
 from .sandbox import openapi as sandbox_openapi
 from .sandbox.backends import sandbox_store_for
 from .sandbox.issuer import SandboxIssuer, issue_window_seconds
@@ -104,15 +104,16 @@ def openapi_document(settings: Settings | None = None) -> Document:
     return build_document(settings, document_parts(settings))
 
 
-def create_app(settings: Settings, *, freeze_after_start: bool = False) -> Observe:
-    return _create(settings, freeze_after_start=freeze_after_start)[0]
-
-
-def _create(settings: Settings, *, freeze_after_start: bool = False) -> tuple[Observe, _Features]:
+def create_app(
+    settings: Settings, *, inherited: Inheritance | None = None, freeze_after_start: bool = False
+) -> Observe:
     """Build the service for ``settings``; the database opens when the server starts it.
 
-    ``freeze_after_start`` is for server processes: see ``_freeze_startup_objects``.
+    ``inherited``: what a worker of ``plantstore serve`` shares with the others (none for a
+    process of its own). ``freeze_after_start`` is for server processes: see
+    ``_freeze_startup_objects``.
     """
+    inherited = inherited or Inheritance(settings)
     lines = access_logger()  # request lines (if on) and webhook attempt lines (at info)
     access_log = lines if settings.access_log else None
     features = _Features(settings)
@@ -144,7 +145,7 @@ def _create(settings: Settings, *, freeze_after_start: bool = False) -> tuple[Ob
             sandbox, purge_interval(settings.sandbox_ttl_seconds), issue_window_seconds(settings)
         )
         background = OncePerMachine(
-            [(dispatcher.start, dispatcher.stop), (purge.begin, purge.stop)]
+            [(dispatcher.start, dispatcher.stop), (purge.begin, purge.stop)], inherited.duty
         )
         try:
             if jwt is not None:
@@ -153,7 +154,7 @@ def _create(settings: Settings, *, freeze_after_start: bool = False) -> tuple[Ob
                 settings.rate_limit,
                 settings.auth_failure_limit,
                 settings.redis_url,
-                MachineTable.inherited(),  # serve's workers: one budget for them all
+                inherited.machine_table,  # serve's workers: one budget for them all
             )
             authenticator = Authenticator(
                 tokens, settings.token_cache_seconds, limits, settings.trusted_proxy_addresses, jwt
@@ -195,7 +196,7 @@ def _create(settings: Settings, *, freeze_after_start: bool = False) -> tuple[Ob
     )
     if settings.cors_origin_list:  # otherwise browsers keep their same-origin rule
         layers = ContractCORS(layers, allow_origins=settings.cors_origin_list)
-    return Observe(layers, access_log=access_log, state=app.state), features
+    return Observe(layers, access_log=access_log, state=app.state)
 
 
 def create_app_from_env() -> Observe:
@@ -205,13 +206,14 @@ def create_app_from_env() -> Observe:
     return create_app(settings, freeze_after_start=True)
 
 
-def create_rsgi_app_from_env() -> RSGIBridge:
-    """The factory ``plantstore serve`` gives granian: the ASGI service over granian's RSGI,
-    with the list served natively (``http/rsgi.py``). With CORS on, every route goes through
-    the ASGI layers, where the CORS layer is."""
-    settings = load_settings()
+def worker_app(inherited: Inheritance) -> RSGIBridge:
+    """What each worker of ``plantstore serve`` serves (``processes/supervisor.py`` calls it
+    in the worker): the ASGI service over granian's RSGI, with the list served natively
+    (``http/rsgi.py``). With CORS on, every route goes through the ASGI layers, where the
+    CORS layer is."""
+    settings = inherited.settings
     configure_logging(settings.log_level)
-    observe, _ = _create(settings, freeze_after_start=True)
+    observe = create_app(settings, inherited=inherited, freeze_after_start=True)
     native = {}
     if not settings.cors_origin_list:
         for route in native_routes(observe.state.routes):

@@ -36,7 +36,7 @@ import httpx
 import pytest
 
 from bench.lib.procstat import running
-from plantstore.cli.serve import PARENT_DEATH_SIGNAL
+from plantstore.processes.forks import PARENT_DEATH_SIGNAL
 from tests.fixtures.calls import IssueToken, bearer
 from tests.fixtures.servers import (
     QUIET_SERVER_ENV,

@@ -42,25 +42,14 @@ _unpack, _pack = _CELL.unpack_from, _CELL.pack_into
 STALE_LOCK_S = 0.5
 _REMEMBERED = 100_000  # cell positions a worker remembers per kind before starting afresh
 
-_inherited: MachineTable | None = None
-
 
 class MachineTable:
-    """The shared mapping and its lock, made once by ``serve`` and inherited by the workers."""
+    """The shared mapping and its lock, made once by ``serve``'s supervisor and handed to the
+    workers it forks (``processes/inheritance.py``)."""
 
     def __init__(self) -> None:
         self.map = mmap.mmap(-1, len(KINDS) * SLOTS * _CELL.size)  # MAP_SHARED, anonymous
         self.lock = multiprocessing.get_context("fork").Lock()
-
-    def share_with_workers(self) -> None:
-        """Make this the table ``inherited`` returns in every process forked from now on."""
-        global _inherited
-        _inherited = self
-
-    @staticmethod
-    def inherited() -> MachineTable | None:
-        """The table ``serve`` made for its workers; None outside ``serve``."""
-        return _inherited
 
     def acquire(self) -> None:
         if not self.lock.acquire(True, STALE_LOCK_S):

@@ -57,6 +57,7 @@ class Observe:
         self._access_log = access_log
         self._metrics = metrics.RequestMetrics()
         self._tally = metrics.TALLY
+        _new_id_prefix()  # made in each worker, after its fork: ids no other worker makes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -185,7 +186,6 @@ def _new_id_prefix() -> None:
 
 
 _new_id_prefix()
-os.register_at_fork(after_in_child=_new_id_prefix)
 
 
 def _request_id_and_hosts(headers: list[tuple[bytes, bytes]]) -> tuple[bytes, int, bool]:

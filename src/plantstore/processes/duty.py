@@ -6,7 +6,8 @@ and the overall one would be multiplied too) and its own sandbox purge. ``serve`
 lock file before it forks the workers; each worker tries to ``flock`` it, and the one that
 holds it starts the jobs. The kernel drops the lock of a worker that dies, however it dies,
 and another worker takes the duty over within ``TAKEOVER_POLL_S``. In a process of its own
-(``--workers 1``, an app in a test) the jobs start at once.
+(``--workers 1``, an app in a test) the jobs start at once. The supervisor hands each worker
+the lock file's path in its ``Inheritance``.
 """
 
 from __future__ import annotations
@@ -25,31 +26,27 @@ log = logging.getLogger(__name__)
 TAKEOVER_POLL_S = 1.0
 Job = tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]  # start, stop
 
-_inherited: Path | None = None
-
 
 @contextlib.contextmanager
 def machine_duty(directory: Path | None = None) -> Iterator[Path]:
     """Make the duty's lock file (in ``directory``, else the temporary one) for the workers
     about to be forked; remove it afterwards."""
-    global _inherited
     descriptor, name = tempfile.mkstemp(prefix="plantstore-duty-", dir=directory)
     os.close(descriptor)
-    _inherited = Path(name)
     try:
-        yield _inherited
+        yield Path(name)
     finally:
-        _inherited = None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)
 
 
 class OncePerMachine:
-    """Starts ``jobs`` once this process holds the machine's duty, and stops them."""
+    """Starts ``jobs`` once this process holds the machine's duty (the lock file ``duty``;
+    None: at once), and stops them."""
 
-    def __init__(self, jobs: list[Job], duty: Path | None = None) -> None:
+    def __init__(self, jobs: list[Job], duty: Path | None) -> None:
         self._jobs = jobs
-        self._duty = duty if duty is not None else _inherited
+        self._duty = duty
         self._descriptor: int | None = None
         self._waiting: asyncio.Task[None] | None = None
         self._started = False
