@@ -46,8 +46,6 @@ class DatabaseSettings(Protocol):
     @property
     def postgres_pooling(self) -> Pooling: ...
     @property
-    def max_plants_per_user(self) -> int: ...
-    @property
     def group_commit(self) -> bool: ...
     @property
     def max_batch(self) -> int: ...
@@ -76,7 +74,6 @@ def open_database(
             connect_timeout=settings.connect_timeout,
             statement_timeout=settings.statement_timeout,
             allow_unsafe_durability=settings.allow_unsafe_durability,
-            max_plants_per_user=settings.max_plants_per_user,
             pooling=settings.postgres_pooling,
             on_refusal=on_refusal,
         )

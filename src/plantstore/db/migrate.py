@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-SCHEMA_HEAD = "0011"  # the newest revision in migrations/versions/
+SCHEMA_HEAD = "0012"  # the newest revision in migrations/versions/
 
 
 def alembic_config(database_url: str) -> Config:

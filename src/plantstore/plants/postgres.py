@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncpg
 
 from ..db.postgres.pool import PostgresDatabase
-from .postgres_batch import QUOTA_SQLSTATE, CreateBatcher
+from .postgres_batch import CreateBatcher
+from .quota import QUOTA_SQLSTATE
 from .store import CreateOutcome, PlantRecord
 
 # One round trip: insert, or else read the row that was already there. A row committed by a
 # racing create after this statement's snapshot is neither; ``_create_one`` reads again. The
-# quota trigger (migration 0004) reads the limit from a setting this statement makes for its
+# quota trigger (quota.py) reads the limit from a setting this statement makes for its
 # own transaction ($5; '' for none): a pooler keeps that, where it drops a session's.
 CREATE_PLANT = """
 WITH quota AS (SELECT set_config('plantstore.max_plants_per_user', $5, true)),
@@ -32,10 +33,11 @@ DELETE_PLANT = "DELETE FROM plants WHERE user_id = $1 AND id = $2"
 
 
 class PostgresPlants:
-    def __init__(self, database: PostgresDatabase) -> None:
+    def __init__(self, database: PostgresDatabase, max_plants_per_user: int | None) -> None:
         self._database = database
         self._connection = database.connection
-        self._quota = database.quota
+        # The limit as the quota trigger reads it ('' for none), set by each create.
+        self._quota = "" if max_plants_per_user is None else str(max_plants_per_user)
         self._creates = CreateBatcher(
             database.connection, self._create_one, database.budget, self._quota
         )

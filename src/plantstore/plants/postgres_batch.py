@@ -1,6 +1,6 @@
 """Group commit for PostgreSQL creates: the creates waiting at one moment share a transaction.
 
-Migration 0004 counts each user's plants in ``users.plant_count`` from a trigger, and that
+``quota.py``'s trigger counts each user's plants in ``users.plant_count``, and that
 row's lock orders concurrent creates of one user, so the per-user quota holds across
 instances. It also made every create of a user wait for the previous one's commit (a WAL
 flush each): a busy client's creates ran one flush at a time, below a naive app's rate.
@@ -27,11 +27,11 @@ from typing import Any
 import asyncpg
 
 from ..db.health import not_answering
+from .quota import QUOTA_SQLSTATE
 from .store import CreateOutcome, PlantRecord
 
 _MAX_BATCH = 256
 _AT_QUOTA_SECONDS = 1.0
-QUOTA_SQLSTATE = "PSQ01"  # raised by migration 0004's trigger at the quota
 # The rows this statement inserted. No read of the stored plants: such a join was planned
 # once, on a small table, as a scan of it, and that plan then read the whole table for
 # every batch. A create the statement did not insert (the id is taken, or a racing instance

@@ -44,14 +44,10 @@ class PostgresDatabase:
         connect_timeout: float = 1.0,
         statement_timeout: float = 1.0,
         allow_unsafe_durability: bool = False,
-        max_plants_per_user: int | None = None,
         pooling: Pooling = "none",
         on_refusal: Callable[[str], None] | None = None,
     ) -> None:
         self._dsn = dsn
-        # The per-user limit as migration 0004's trigger reads it ('' for none); each create
-        # sets it for its own transaction, which a pooler keeps.
-        self.quota = "" if max_plants_per_user is None else str(max_plants_per_user)
         self._pooling: Pooling = pooling
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
