@@ -10,6 +10,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from plantstore.db.sqlite.locks_file import writer_pid
+
 PROC = Path("/proc")
 _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 
@@ -184,17 +186,9 @@ def file_mb(path: Path) -> float:
         return 0.0
 
 
-def flock_holder(path: Path) -> int | None:
-    """The process holding an exclusive ``flock`` on ``path`` (from /proc/locks), if any:
-    for ``<database>-writer``, the process that owns the machine's SQLite writer."""
-    try:
-        inode = path.stat().st_ino
-    except FileNotFoundError:
-        return None
-    for line in (PROC / "locks").read_text().splitlines():
-        fields = line.split()
-        # "1: FLOCK  ADVISORY  WRITE 4242 fd:00:1234 0 EOF"; waiters have "->" after the number
-        held = len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] == "WRITE"
-        if held and int(fields[5].rsplit(":", 1)[1]) == inode:
-            return int(fields[4])
-    return None
+def writer_owner(database: Path) -> int | None:
+    """The process that owns the machine's SQLite writer of ``database``, if one does: the pid
+    its owner notes in ``<database>-locks`` while it holds the writer's lock (/proc/locks
+    shows that OFD lock with pid -1), unless that process no longer runs."""
+    pid = writer_pid(database)
+    return pid if pid is not None and running(pid) else None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.lib.procstat import flock_holder, running
+from bench.lib.procstat import running, writer_owner
 from bench.lib.servers import free_port
 from plantstore.db.urls import sqlite_path
 
@@ -130,7 +130,7 @@ class Victim:
         url = self._config.database_url
         if not url.startswith("sqlite:"):
             return None
-        return flock_holder(Path(f"{sqlite_path(url)}-writer"))
+        return writer_owner(sqlite_path(url))
 
     def kill_worker(self, pid: int, timeout: float = 60.0) -> None:
         """SIGKILL one worker, then wait until granian's replacement for it serves; the

@@ -66,7 +66,7 @@ def with_database(settings: Settings, work: Callable[[Database], Awaitable[T]]) 
     """Open the database, run ``work`` on it, close it; a database failure is one line.
 
     Whatever fails while the database opens is the trouble of the files under it (its
-    ``-writer`` lock file, say); the same errors later, in ``work``, are left to the root
+    ``-locks`` file, say); the same errors later, in ``work``, are left to the root
     command, which tells the environment's from a fault of ours.
     """
 
@@ -130,7 +130,7 @@ NEARLY_FULL_BYTES = 1 << 20
 
 def file_trouble(exc: BaseException, database: Path | None = None) -> str | None:
     """The file-system trouble behind ``exc`` (it, or what it was raised from), with the path
-    it concerns, e.g. ``read-only file system (/srv/plantstore.db-writer)``; None if none is.
+    it concerns, e.g. ``read-only file system (/srv/plantstore.db-locks)``; None if none is.
 
     An ``OSError`` says why by its errno. SQLite often does not ("unable to open database
     file", "disk I/O error"), so then the ``database`` path and its directory are looked at.

@@ -1,6 +1,6 @@
 """Every command that touches the database meets trouble with the files under it (permission
-denied, a read-only file system, no such directory, a full disk, a ``<database>-writer`` lock
-file that cannot be opened) with one ``Error:`` line naming the trouble, never a traceback.
+denied, a read-only file system, no such directory, a full disk, a ``<database>-locks`` file
+that cannot be opened) with one ``Error:`` line naming the trouble, never a traceback.
 
 The suite runs as root, whom file permissions do not stop, so the faults are staged with
 what binds root too: a tmpfs mounted read-only or too small, an immutable (``chattr +i``)
@@ -41,7 +41,8 @@ COMMANDS = {
     "db restore": "db restore {spare}/restorable.db",
     "db copy": "db copy {db} sqlite:///{spare}/copy.db",
 }
-# These never open the database's writer: a bad -writer file is no trouble of theirs.
+# These never open the database's writer: a bad -locks file is no trouble of theirs (on a
+# database at the newest schema, which needs no migration and so no lock).
 WRITER_FREE = {"db upgrade", "db backup", "db copy"}
 # These word most of their failures themselves (db/sqlite/backup.py, restore.py, db/copy/):
 # only one line is asked of them, and the trouble named where the root command words it.
@@ -80,7 +81,7 @@ def _immutable(path: Path) -> Iterator[Path]:
 
 
 def _served_database(directory: Path) -> str:
-    """A database with a user and a token, as serving leaves it (its -writer file too)."""
+    """A database with a user and a token, as serving leaves it (its -locks file too)."""
     url = f"sqlite:///{directory / 'plantstore.db'}"
     run_cli(url, "token", "create", "alice")
     return url
@@ -137,29 +138,29 @@ def _fill(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def writer_is_a_directory(tmp_path: Path) -> Iterator[str]:
+def locks_is_a_directory(tmp_path: Path) -> Iterator[str]:
     url = _served_database(tmp_path)
-    writer = tmp_path / "plantstore.db-writer"
-    writer.unlink()
-    writer.mkdir()
+    locks = tmp_path / "plantstore.db-locks"
+    locks.unlink()
+    locks.mkdir()
     yield url
 
 
 @contextlib.contextmanager
-def writer_leads_to_a_read_only_mount(tmp_path: Path) -> Iterator[str]:
+def locks_lead_to_a_read_only_mount(tmp_path: Path) -> Iterator[str]:
     url = _served_database(tmp_path)
     with _tmpfs(tmp_path / "ro") as elsewhere:
         _root("mount", "-o", "remount,ro", str(elsewhere))
-        writer = tmp_path / "plantstore.db-writer"
-        writer.unlink()
-        writer.symlink_to(elsewhere / "writer")  # dangling: opening it would create it there
+        locks = tmp_path / "plantstore.db-locks"
+        locks.unlink()
+        locks.symlink_to(elsewhere / "locks")  # dangling: opening it would create it there
         yield url
 
 
 @contextlib.contextmanager
-def writer_is_immutable(tmp_path: Path) -> Iterator[str]:
+def locks_are_immutable(tmp_path: Path) -> Iterator[str]:
     url = _served_database(tmp_path)
-    with _immutable(tmp_path / "plantstore.db-writer"):
+    with _immutable(tmp_path / "plantstore.db-locks"):
         yield url
 
 
@@ -171,11 +172,11 @@ FAULTS: dict[str, tuple[Stage, str]] = {
     "missing-directory": (missing_directory, "no such directory"),
     "disk-full": (full_disk, "disk full"),
     "disk-full-fresh": (full_disk_fresh, "disk full"),
-    "writer-directory": (writer_is_a_directory, "is a directory"),
-    "writer-read-only": (writer_leads_to_a_read_only_mount, "read-only file system"),
-    "writer-permission-denied": (writer_is_immutable, "permission denied"),
+    "locks-directory": (locks_is_a_directory, "is a directory"),
+    "locks-read-only": (locks_lead_to_a_read_only_mount, "read-only file system"),
+    "locks-permission-denied": (locks_are_immutable, "permission denied"),
 }
-WRITER_FAULTS = {"writer-directory", "writer-read-only", "writer-permission-denied"}
+LOCKS_FAULTS = {"locks-directory", "locks-read-only", "locks-permission-denied"}
 
 
 def assert_one_error_line(result: Result) -> str:
@@ -198,15 +199,15 @@ def test_a_fault_of_the_files_is_one_error_line(tmp_path: Path, fault: str, comm
         run_cli(_served_database(spare), "db", "backup", str(spare / "restorable.db"))
     with stage(tmp_path / "db") as db_url:
         result = CliRunner().invoke(main, _command(command, db_url, spare))
-    if fault in WRITER_FAULTS and command in WRITER_FREE:
-        assert result.exit_code == 0, result.output  # the writer's file is not theirs to open
+    if fault in LOCKS_FAULTS and command in WRITER_FREE:
+        assert result.exit_code == 0, result.output  # the locks' file is not theirs to open
         return
     last = assert_one_error_line(result)
     if command not in WORDED_BY_THEM:
         assert last.startswith("Error: cannot open the database: "), last
         assert trouble in last, last
-    elif command == "db restore" and (fault in WRITER_FAULTS or fault.startswith("read-only")):
-        assert trouble in last, last  # its lock on the -writer file: an OSError, worded here
+    elif command == "db restore" and (fault in LOCKS_FAULTS or fault.startswith("read-only")):
+        assert trouble in last, last  # its lock in the -locks file: an OSError, worded here
 
 
 def _real_command(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -220,7 +221,7 @@ def _real_command(*args: str, timeout: float = 60) -> subprocess.CompletedProces
     )
 
 
-@pytest.mark.parametrize("fault", ["writer-directory", "writer-read-only", "read-only"])
+@pytest.mark.parametrize("fault", ["locks-directory", "locks-read-only", "read-only"])
 def test_token_create_in_a_real_process_prints_one_line(tmp_path: Path, fault: str) -> None:
     stage, trouble = FAULTS[fault]
     with stage(tmp_path / "db") as db_url:
@@ -234,7 +235,7 @@ def test_token_create_in_a_real_process_prints_one_line(tmp_path: Path, fault: s
     assert "plantstore.db" in line  # the path, for the operator to go and look
 
 
-@pytest.mark.parametrize("fault", ["writer-directory", "read-only", "disk-full"])
+@pytest.mark.parametrize("fault", ["locks-directory", "read-only", "disk-full"])
 def test_serve_stops_with_one_line(tmp_path: Path, fault: str) -> None:
     stage, trouble = FAULTS[fault]
     with stage(tmp_path / "db") as db_url:

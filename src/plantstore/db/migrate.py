@@ -1,8 +1,9 @@
 """Bring a database's schema to the newest revision with Alembic.
 
 Every command and every server process calls this before it touches the store, so a fresh
-database works for any of them. Two processes never migrate at once: a file lock guards a
-SQLite file, and ``migrations/env.py`` takes a PostgreSQL advisory lock.
+database works for any of them. Two processes never migrate at once: a lock in the file
+beside a SQLite database (``<database>-locks``) guards it, and ``migrations/env.py`` takes a
+PostgreSQL advisory lock.
 
 A database already at ``SCHEMA_HEAD`` (every start but the first) is checked with one query,
 without importing Alembic and SQLAlchemy: loaded, they stayed in every server worker's memory
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import functools
+import os
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 
 from .failures import StoreOpenError, describe_failure
+from .sqlite import locks_file, ofd_lock
 from .sqlite.wal_owner import refuse_a_foreign_wal
 from .urls import backend_of, sqlite_path
 
@@ -99,12 +101,18 @@ def current_revision(database_url: str) -> str | None:
 
 
 def _refuse_a_removed_database(path: Path) -> None:
-    """Files a plantstore server leaves beside its database (``-flush``, a ``-wal``) with no
-    database among them: it was removed, perhaps under a running server, and a new, empty
-    one would start in its place (with a new first token) as if nothing had been there.
-    Refuse, and say how to go on."""
-    left = [Path(f"{path}{suffix}") for suffix in ("-flush", "-wal")]
-    found = [side.name for side in left if side.exists()]
+    """What a plantstore server that wrote a database leaves beside it (``-locks`` with the
+    WAL's owner recorded, a ``-wal``) with no database there: it was removed, perhaps under a
+    running server, and a new, empty one would start in its place (with a new first token)
+    as if nothing had been there. Refuse, and say how to go on. (A ``-locks`` file alone is
+    no sign: a migration makes it before the database.)"""
+    found = []
+    if locks_file.recorded_owner(path) is not None:
+        found.append(locks_file.path_of(path).name)
+    # ``-flush``: where releases before the ``-locks`` file kept that record
+    found += [
+        f"{path.name}{suffix}" for suffix in ("-flush", "-wal") if Path(f"{path}{suffix}").exists()
+    ]
     if found:
         raise StoreOpenError(
             f"no database at {path}, but files of one are there ({', '.join(found)}): "
@@ -134,6 +142,9 @@ def _upgrade(database_url: str, revision: str) -> None:
         return
     path = sqlite_path(database_url)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{path}.migrate-lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = locks_file.open_shared(path)
+    try:
+        ofd_lock.lock(lock, locks_file.MIGRATE)
         command.upgrade(alembic_config(database_url), revision)
+    finally:
+        os.close(lock)

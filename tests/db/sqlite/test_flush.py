@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import signal
 import sqlite3
 import subprocess
@@ -12,16 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from plantstore.db.sqlite import locks_file, ofd_lock
 from plantstore.db.sqlite.flush import WalFlush
 
 # A flusher in another process: it takes the fsync lock, says "started" as an fsync does,
 # and then hangs there until it is killed.
 HANG_MID_FSYNC = """
-import fcntl, sys, time
+import sys, time
 from pathlib import Path
+from plantstore.db.sqlite import locks_file, ofd_lock
 from plantstore.db.sqlite.flush import WalFlush
 flush = WalFlush(Path(sys.argv[1]))
-fcntl.flock(flush._file, fcntl.LOCK_EX)
+ofd_lock.lock(flush._file, locks_file.FLUSH)
 flush._started.value += 1
 print("holding", flush=True)
 time.sleep(60)
@@ -94,7 +95,7 @@ def test_a_flusher_killed_mid_fsync_blocks_nobody(wal_file: Path) -> None:
 def test_two_processes_share_fsyncs_and_every_commit_is_covered(wal_file: Path) -> None:
     count = 400
     flush = WalFlush(wal_file)
-    fcntl.flock(flush._file, fcntl.LOCK_EX)  # an fsync under way: both writers queue behind it
+    ofd_lock.lock(flush._file, locks_file.FLUSH)  # an fsync under way: both writers queue behind it
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", COMMIT_AND_FLUSH, str(wal_file), name, str(count)],
@@ -108,7 +109,7 @@ def test_two_processes_share_fsyncs_and_every_commit_is_covered(wal_file: Path) 
             assert writer.stdout is not None
             assert writer.stdout.readline().strip() == "committed"
             wait_until_asleep(writer.pid)
-        fcntl.flock(flush._file, fcntl.LOCK_UN)
+        ofd_lock.unlock(flush._file, locks_file.FLUSH)
         firsts, own_fsyncs = 0, 0
         for writer in writers:
             out, _ = writer.communicate(timeout=120)

@@ -1,15 +1,14 @@
 """One writer per SQLite file per machine: under a real ``serve --workers 3`` one worker owns
-it (it holds the ``flock`` on ``<database>-writer``, read from /proc/locks) and every worker's
-writes reach it; SIGKILL of the owner hands the writer to another worker within 2 s, with
-every write meanwhile a 200 or a 503 with Retry-After, and nothing acknowledged lost; an owner
-that answers nothing (SIGSTOP) costs the others a 503 after the busy timeout, not a hang. A
-process of another user is refused before anything it sends is unpickled, and a message the
-owner cannot read costs its sender alone the connection."""
+it (it holds the writer's lock in ``<database>-locks`` and notes its pid there) and every
+worker's writes reach it; SIGKILL of the owner hands the writer to another worker within 2 s,
+with every write meanwhile a 200 or a 503 with Retry-After, and nothing acknowledged lost; an
+owner that answers nothing (SIGSTOP) costs the others a 503 after the busy timeout, not a
+hang. A process of another user is refused before anything it sends is unpickled, and a
+message the owner cannot read costs its sender alone the connection."""
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import pickle
 import shutil
@@ -25,8 +24,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.lib.procstat import flock_holder
+from bench.lib.procstat import writer_owner
 from plantstore.db.migrate import upgrade
+from plantstore.db.sqlite import locks_file, ofd_lock
 from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.machine_writer import writer_address
 from plantstore.db.sqlite.ops import WriteOp
@@ -55,7 +55,7 @@ def python_for_another_user() -> str:
 
 def address_of(db: Path) -> str:
     """The abstract name the owner of ``db``'s writer listens on."""
-    fd = os.open(f"{db}-writer", os.O_RDONLY)
+    fd = os.open(locks_file.path_of(db), os.O_RDONLY)
     try:
         return writer_address(fd)
     finally:
@@ -63,7 +63,7 @@ def address_of(db: Path) -> str:
 
 
 def owner(db: Path) -> int | None:
-    return flock_holder(Path(f"{db}-writer"))
+    return writer_owner(db)
 
 
 def wait_for_owner(db: Path, server: LiveServer, timeout: float = 10.0) -> int:
@@ -225,7 +225,7 @@ def test_a_worker_refuses_an_owner_of_another_user(tmp_path: Path) -> None:
     python = python_for_another_user()
     db = tmp_path / "machine.db"
     upgrade(f"sqlite:///{db}")
-    fd = os.open(f"{db}-writer", os.O_RDWR | os.O_CREAT, 0o666)
+    fd = locks_file.open_shared(db)
     address = writer_address(fd)
     impostor = subprocess.Popen(
         [
@@ -241,7 +241,7 @@ def test_a_worker_refuses_an_owner_of_another_user(tmp_path: Path) -> None:
     try:
         assert impostor.stdout is not None
         assert impostor.stdout.readline() == b"ready\n"
-        fcntl.flock(fd, fcntl.LOCK_EX)  # as if the impostor's side owned the writer
+        ofd_lock.lock(fd, locks_file.WRITER)  # as if the impostor's side owned the writer
 
         async def scenario() -> None:
             database = SQLiteDatabase(db)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from plantstore.db.migrate import upgrade
+from plantstore.db.sqlite import locks_file
 from plantstore.db.sqlite.connection import connect
 from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.ops import WriteOp
@@ -44,7 +45,7 @@ async def user_id(store: Stores, name: str = "alice") -> int:
 def test_the_writer_commits_in_wal_and_answers_after_syncing_it(db_path: Path) -> None:
     """The writer's commit does not fsync under SQLite's lock (synchronous=NORMAL); its
     answer waits for an fsync of the WAL that began after the commit (the counters of
-    ``<database>-flush``: fsyncs started and finished)."""
+    ``<database>-locks``: fsyncs started and finished)."""
 
     async def scenario() -> tuple[object, object]:
         store = open_store(db_path)
@@ -87,7 +88,7 @@ DELETE_AND_WAIT = WriteOp(delete_and_wait)
 
 def flush_counters(db_path: Path) -> tuple[int, int]:
     """(fsyncs started, fsyncs finished) as every writer of the file shares them."""
-    started, finished = struct.unpack("=QQ", Path(f"{db_path}-flush").read_bytes()[:16])
+    started, finished = struct.unpack("=QQ", locks_file.path_of(db_path).read_bytes()[:16])
     return started, finished
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from plantstore.db.migrate import upgrade
+from plantstore.db.sqlite import locks_file
 from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.machine_writer import writer_address
 from plantstore.db.sqlite.ops import WriteOp, find
@@ -150,7 +151,7 @@ def test_the_owner_imports_the_module_a_name_is_in_and_refuses_an_unknown_one(
         database = SQLiteDatabase(db)
         await database.open()
         try:
-            lock = os.open(f"{db}-writer", os.O_RDONLY)
+            lock = os.open(locks_file.path_of(db), os.O_RDONLY)
             address = writer_address(lock)
             os.close(lock)
             messages: list[object] = [

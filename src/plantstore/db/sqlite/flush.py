@@ -4,12 +4,13 @@ commit.
 Writers commit with ``synchronous=NORMAL``: the commit writes its frames to the WAL and
 releases SQLite's write lock without an fsync, so another worker's writer can commit meanwhile.
 Before anyone is answered, ``WalFlush.after_commit`` makes those frames durable the way
-PostgreSQL's backends flush their WAL: under an exclusive ``flock``, one process at a time
+PostgreSQL's backends flush their WAL: under an exclusive lock, one process at a time
 calls ``fdatasync`` on the WAL, and a process whose commit an fsync *begun after it* has
-already covered returns without one. Two counters in a small file beside the database
-(``<database>-flush``, mapped into every writer's memory) say which fsyncs have started and
-which have finished; a flush that dies half-way leaves "finished" behind "started", so the
-next one syncs again. ``flock`` goes with its process: a killed flusher blocks nobody.
+already covered returns without one. Two counters in the file beside the database that its
+writers share (``<database>-locks``, mapped into every writer's memory) say which fsyncs have
+started and which have finished; a flush that dies half-way leaves "finished" behind
+"started", so the next one syncs again. The lock (an OFD lock on a byte of that file) goes
+with its process: a killed flusher blocks nobody.
 
 Durability is unchanged: a change is answered only once an fsync that began after its commit
 has returned, as with ``synchronous=FULL``, and WAL mode under ``NORMAL`` is consistent after a
@@ -19,33 +20,12 @@ crash (SQLite syncs the WAL before every checkpoint).
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import mmap
 import os
-import struct
 from pathlib import Path
 
-# Two unsigned 64-bit counters, fsyncs started and finished, then the device and inode of the
-# database file the WAL is written for (``wal_owner``).
-_SIZE = 32
-
-
-OWNER = struct.Struct("=QQ")  # at offset 16 of ``<database>-flush``
-
-
-def recorded_owner(database: Path) -> tuple[int, int] | None:
-    """The database file (device, inode) the WAL beside ``database`` was last written for,
-    as its writers recorded it; None if none did."""
-    try:
-        with open(f"{database}-flush", "rb") as file:
-            file.seek(16)
-            data = file.read(OWNER.size)
-    except FileNotFoundError:
-        return None
-    if len(data) < OWNER.size:
-        return None
-    owner: tuple[int, int] = OWNER.unpack(data)
-    return None if owner == (0, 0) else owner
+from . import locks_file, ofd_lock
+from .locks_file import OWNER, OWNER_AT, SIZE
 
 
 class WalFlush:
@@ -58,13 +38,11 @@ class WalFlush:
     def __init__(self, database: Path) -> None:
         self._wal = f"{database}-wal"
         self._wal_fd = -1
-        # 0o666 less the umask, as SQLite makes -wal and -shm: whoever may write the database
-        # may take part in its flushes.
-        self._file = os.open(f"{database}-flush", os.O_RDWR | os.O_CREAT, 0o666)
+        self._file = locks_file.open_shared(database)
         try:
-            if os.fstat(self._file).st_size < _SIZE:
-                os.ftruncate(self._file, _SIZE)  # zeros; two processes doing it agree
-            self._map = mmap.mmap(self._file, _SIZE)
+            if os.fstat(self._file).st_size < SIZE:
+                os.ftruncate(self._file, SIZE)  # zeros; two processes doing it agree
+            self._map = mmap.mmap(self._file, SIZE)
         except BaseException:
             os.close(self._file)
             raise
@@ -75,7 +53,7 @@ class WalFlush:
 
     def record_owner(self, identity: tuple[int, int]) -> None:
         """Note the database file (device, inode) this WAL is written for."""
-        self._map[16:32] = OWNER.pack(*identity)
+        self._map[OWNER_AT : OWNER_AT + OWNER.size] = OWNER.pack(*identity)
 
     def wal_identity(self) -> tuple[int, int] | None:
         """Device and inode of the WAL this process syncs; None before its first sync."""
@@ -98,7 +76,7 @@ class WalFlush:
     def after_commit(self) -> None:
         """Return once every commit this process made before the call is on disk."""
         needed = self._started.value + 1  # the first fsync that begins after this point
-        fcntl.flock(self._file, fcntl.LOCK_EX)
+        ofd_lock.lock(self._file, locks_file.FLUSH)
         try:
             if self._finished.value >= needed:
                 return  # another writer's fsync began after our commit and has finished
@@ -107,7 +85,7 @@ class WalFlush:
             self._sync_wal()
             self._finished.value = number
         finally:
-            fcntl.flock(self._file, fcntl.LOCK_UN)
+            ofd_lock.unlock(self._file, locks_file.FLUSH)
 
     def _sync_wal(self) -> None:
         # Opened once: the WAL file stays the same while this process's writer connection is

@@ -7,24 +7,28 @@ fair: a busy writer commits and takes the lock again within microseconds, so a p
 miss every window, and its requests wait for as long as a second. So waiters announce
 themselves, and a writer lets a waiter in before it begins again:
 
-- A writer refused the lock holds a shared ``flock`` on a file beside the database
-  (``<database>-writers``) until it gets the lock, and tries again every 0.2 ms at first and
-  never more than 1 ms apart, for up to the busy timeout; past it, ``WriteLockTimeout``.
-- Before it begins, a writer checks for such a waiter (an exclusive ``flock`` that would
-  block). If there is one, it pauses until the waiter has taken the lock, for at most 5 ms.
+- A writer refused the lock holds the shared ``WAITERS`` lock of the file beside the
+  database (``<database>-locks``, ``locks_file``) until it gets the lock, and tries again
+  every 0.2 ms at first and never more than 1 ms apart, for up to the busy timeout; past it,
+  ``WriteLockTimeout``.
+- Before it begins, a writer checks for such a waiter (``F_OFD_GETLK``: whether an exclusive
+  lock would wait). If there is one, it pauses until the waiter has taken the lock, for at
+  most 5 ms.
 
-``flock`` locks go with their process: a waiter that dies announces nothing any more.
+Those OFD locks go with their process: a waiter that dies announces nothing any more.
 """
 
 from __future__ import annotations
 
-import fcntl
+import os
 import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import StoreUnavailable
+from . import locks_file, ofd_lock
+from .locks_file import WAITERS
 
 _FIRST_PAUSE = 0.0002
 _LONGEST_PAUSE = 0.001
@@ -57,12 +61,12 @@ class WriteTurns:
         timeout: float,
         on_wait: Callable[[float, bool], None] | None = None,
     ) -> None:
-        self._waiters = open(f"{database}-writers", "ab")  # noqa: SIM115 (held until close)
+        self._waiters = locks_file.open_shared(database)  # an open of its own: its locks
         self._timeout = timeout
         self._on_wait = on_wait
 
     def close(self) -> None:
-        self._waiters.close()
+        os.close(self._waiters)
 
     def begin(self, conn: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``, after any waiting writer, waiting for the lock if need be."""
@@ -84,17 +88,12 @@ class WriteTurns:
             time.sleep(_FIRST_PAUSE)
 
     def _nobody_waits(self) -> bool:
-        try:
-            fcntl.flock(self._waiters, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(self._waiters, fcntl.LOCK_UN)
-        return True
+        return not ofd_lock.held_elsewhere(self._waiters, WAITERS)
 
     def _wait_and_begin(self, conn: sqlite3.Connection) -> None:
         started = time.monotonic()
         pause = _FIRST_PAUSE
-        fcntl.flock(self._waiters, fcntl.LOCK_SH)  # "a writer is waiting"
+        ofd_lock.lock(self._waiters, WAITERS, shared=True)  # "a writer is waiting"
         try:
             while True:
                 time.sleep(pause)
@@ -109,7 +108,7 @@ class WriteTurns:
                     raise WriteLockTimeout()
                 pause = min(pause * 2, _LONGEST_PAUSE)
         finally:
-            fcntl.flock(self._waiters, fcntl.LOCK_UN)
+            ofd_lock.unlock(self._waiters, WAITERS)
         self._waited(time.monotonic() - started, timed_out=False)
 
     def _waited(self, seconds: float, *, timed_out: bool) -> None:

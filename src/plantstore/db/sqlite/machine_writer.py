@@ -1,15 +1,15 @@
 """One writer per SQLite file per machine: every process's writes share its group commits.
 
 Each process that writes a file (the workers of ``serve``, a CLI command beside them) tries to
-take an exclusive ``flock`` on ``<database>-writer``. The one that holds it owns the writer
-(``writer.Writer``) and serves the others' writes over a Unix socket (``relay``); the others
-send theirs there, and wait on a blocking ``flock`` in a thread meanwhile. The kernel drops
-the lock of an owner that dies, however it dies: a waiting process takes it within
-milliseconds and owns the writer from then on. Writes caught in between, sent to the owner
-that died, are answered 503 with ``Retry-After``; none is acknowledged before it is fsynced,
-so a retry of a create finds it or makes it. A write that certainly was not taken (the owner
-stopped before reading it, or none listened yet) is sent again to the next owner, for as long
-as a write may wait for an answer.
+take the exclusive ``WRITER`` lock of ``<database>-locks`` (``locks_file``). The one that holds
+it owns the writer (``writer.Writer``), writes its pid there, and serves the others' writes
+over a Unix socket (``relay``); the others send theirs there, and wait for the lock in a
+thread meanwhile. The kernel drops the lock of an owner that dies, however it dies: a waiting
+process takes it within milliseconds and owns the writer from then on. Writes caught in
+between, sent to the owner that died, are answered 503 with ``Retry-After``; none is
+acknowledged before it is fsynced, so a retry of a create finds it or makes it. A write that
+certainly was not taken (the owner stopped before reading it, or none listened yet) is sent
+again to the next owner, for as long as a write may wait for an answer.
 
 One commit for every worker's writes means bigger batches than a writer per process (which
 took SQLite's lock in turns and split each other's batches) and one warm page cache.
@@ -18,7 +18,6 @@ took SQLite's lock in turns and split each other's batches) and one warm page ca
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
 import os
 import threading
@@ -29,6 +28,8 @@ from typing import Any
 
 from ...errors import StoreUnavailable
 from ..health import WriteHealth
+from . import locks_file, ofd_lock
+from .locks_file import WRITER
 from .ops import AnyOp, P, R, WriteOp, not_submittable
 from .relay import RemoteWriter, Service, WriteNotTaken, writer_gone
 from .writer import Writer
@@ -57,7 +58,7 @@ class MachineWriter:
     ) -> None:
         """``patience``: how long another process waits for the owner's answer (then 503)."""
         self.health = health or WriteHealth()
-        self._lock_path = f"{path}-writer"
+        self._path = path
         self._patience = patience
         self._make_writer = make_writer
         self._lock = -1
@@ -74,8 +75,7 @@ class MachineWriter:
         return self._engine
 
     async def open(self) -> None:
-        # 0o666 less the umask (the kernel applies it), as SQLite makes -wal and -shm
-        self._lock = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        self._lock = locks_file.open_shared(self._path)
         self._address = writer_address(self._lock)
         if self._try_to_own():
             return
@@ -96,9 +96,7 @@ class MachineWriter:
         ).start()
 
     def _try_to_own(self) -> bool:
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not ofd_lock.try_lock(self._lock, WRITER):
             return False
         self._become_owner()
         return True
@@ -106,7 +104,7 @@ class MachineWriter:
     def _wait_to_own(self) -> None:
         """Block until the owner is gone, then own the writer (unless this process stops)."""
         try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX)
+            ofd_lock.lock(self._lock, WRITER)
         except OSError:
             return  # closed by stop
         try:
@@ -118,13 +116,14 @@ class MachineWriter:
         with self._owning:
             if self._stopping:
                 return
+            self._record_pid()
             engine = self._make_writer()
             try:
                 engine.start()
                 service = Service(engine, self._address)
             except BaseException:
                 engine.stop()  # its thread has ended, or ends now
-                fcntl.flock(self._lock, fcntl.LOCK_UN)  # another process may do better
+                ofd_lock.unlock(self._lock, WRITER)  # another process may do better
                 raise
             service.start()
             self._service = service
@@ -133,6 +132,13 @@ class MachineWriter:
             log.warning("this process took over the database's writer (pid %d)", os.getpid())
         else:
             log.info("this process owns the database's writer (pid %d)", os.getpid())
+
+    def _record_pid(self) -> None:
+        """For whoever asks which process owns the writer; owning does not depend on it."""
+        try:
+            locks_file.record_writer_pid(self._lock)
+        except OSError as exc:
+            log.warning("could not note this process as the writer's owner: %s", exc)
 
     def submit(self, op: WriteOp[P, R], *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
         """Run ``op`` on the connection and ``args`` in the machine's next group commit; its

@@ -6,8 +6,9 @@ writing the old file (or, copied in place, write the old file's pages into the n
 a ``-wal`` left beside the restored file belongs to the old database: SQLite would apply it to
 the backup at the next open and corrupt it. So ``restore``:
 
-1. takes the machine's writer lock (``<database>-writer``, held by every server that writes
-   the file): refused while one holds it, and no server starts writing meanwhile;
+1. takes the machine's writer lock (``WRITER`` in ``<database>-locks``, held by the server
+   process that writes the file): refused while one holds it, and no server starts writing
+   meanwhile;
 2. checks the backup (``integrity_check``, a plantstore schema);
 3. checkpoints the old database's WAL into it and keeps the old file beside, renamed;
 4. copies the backup in under a temporary name, syncs it, renames it into place, and
@@ -17,7 +18,6 @@ the backup at the next open and corrupt it. So ``restore``:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import sqlite3
@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import locks_file, ofd_lock
 from .backup import BackupError, check_copy, sync
 
 _SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -79,14 +80,12 @@ def _checked(backup: Path) -> tuple[int, int]:
 @contextlib.contextmanager
 def _writer_lock(database: Path) -> Iterator[None]:
     """Hold the lock every server writing ``database`` holds; refuse if one holds it now."""
-    descriptor = os.open(f"{database}-writer", os.O_RDWR | os.O_CREAT, 0o666)
+    descriptor = locks_file.open_shared(database)
     try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not ofd_lock.try_lock(descriptor, locks_file.WRITER):
             raise BackupError(
                 f"a plantstore server (or command) is using {database}: stop it first, then restore"
-            ) from None
+            )
         yield
     finally:
         os.close(descriptor)

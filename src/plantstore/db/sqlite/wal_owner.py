@@ -3,7 +3,7 @@
 A database file replaced under a running server (``mv backup.db plantstore.db``) leaves the
 old file's WAL at ``plantstore.db-wal``, full of pages of a file that is no longer there;
 the next open of the new file would apply them to it and corrupt it. So the writers record,
-in ``<database>-flush``, the file (device and inode) their WAL is written for, and:
+in ``<database>-locks``, the file (device and inode) their WAL is written for, and:
 
 - a running writer that finds the file replaced sets the WAL it writes (and the ``-shm``
   index of it) aside under a name of their own, where they keep the replaced database's last
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ..failures import StoreOpenError
-from .flush import recorded_owner
+from .locks_file import recorded_owner
 
 log = logging.getLogger("plantstore.db")
 
