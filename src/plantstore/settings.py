@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     page_cap: int = Field(default=1_000, ge=1, le=100_000)
     group_commit: bool = True
     max_batch: int = Field(default=512, ge=1, le=10_000)
+    # Who commits a SQLite worker's writes: "each" worker its own, sharing the fsync (the
+    # default), or "one" worker per machine, the others sending it theirs (db/sqlite/).
+    sqlite_writers: Literal["each", "one"] = "each"
     # How long a SQLite write waits for another process's write lock before a 503.
     busy_timeout_ms: int = Field(default=5_000, ge=0, le=600_000)
     # The longest a request waits for its write to be durable before a 503 (a frozen disk).

@@ -53,6 +53,8 @@ class DatabaseSettings(Protocol):
     def busy_timeout_ms(self) -> int: ...
     @property
     def write_timeout(self) -> float: ...
+    @property
+    def sqlite_writers(self) -> str: ...
 
 
 def open_database(
@@ -83,6 +85,7 @@ def open_database(
         max_batch=settings.max_batch,
         busy_timeout_ms=settings.busy_timeout_ms,
         write_timeout=settings.write_timeout,
+        each_process_writes=settings.sqlite_writers == "each",
         on_commit=on_commit,
         on_lock_wait=on_lock_wait,
         on_refusal=on_refusal,

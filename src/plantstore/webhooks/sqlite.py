@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..db.sqlite.connection import connect
-from ..db.sqlite.machine_writer import MachineWriter
+from ..db.sqlite.database import ProcessWriter
 from ..db.sqlite.ops import WriteOp
 from . import sql
 from .store import (
@@ -45,7 +45,7 @@ RETURNING {sql.CLAIMED_COLUMNS}
 # The due index, in its own order, stopping at the limit: a join here had SQLite sort every
 # due row on each claim (a quarter of a loaded server's writer time with a backlog).
 class SQLiteWebhookStore:
-    def __init__(self, path: Path, writer: MachineWriter, busy_timeout_ms: int) -> None:
+    def __init__(self, path: Path, writer: ProcessWriter, busy_timeout_ms: int) -> None:
         self._path = path
         self._writer = writer
         self._busy_timeout_ms = busy_timeout_ms

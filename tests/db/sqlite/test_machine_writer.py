@@ -1,4 +1,4 @@
-"""One writer per SQLite file per machine: under a real ``serve --workers 3`` one worker owns
+"""One writer per SQLite file per machine (``PLANTSTORE_SQLITE_WRITERS=one``): under a real ``serve --workers 3`` one worker owns
 it (it holds the writer's lock in ``<database>-locks`` and notes its pid there) and every
 worker's writes reach it; SIGKILL of the owner hands the writer to another worker within 2 s,
 with every write meanwhile a 200 or a 503 with Retry-After, and nothing acknowledged lost; an
@@ -28,7 +28,7 @@ from bench.lib.procstat import writer_owner
 from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite import locks_file, ofd_lock
 from plantstore.db.sqlite.database import SQLiteDatabase
-from plantstore.db.sqlite.machine_writer import writer_address
+from plantstore.db.sqlite.machine_writer import MachineWriter, writer_address
 from plantstore.db.sqlite.ops import WriteOp
 from tests.fixtures.calls import assert_error, bearer
 from tests.fixtures.servers import (
@@ -41,6 +41,7 @@ from tests.fixtures.servers import (
 )
 
 WORKERS = 3
+ONE_WRITER = {"PLANTSTORE_SQLITE_WRITERS": "one"}  # the setting these tests are about
 
 
 def python_for_another_user() -> str:
@@ -86,7 +87,7 @@ def create(base_url: str, token: str, plant_id: int, timeout: float = 10) -> htt
 
 def test_one_worker_owns_the_writer_and_every_worker_writes_through_it(tmp_path: Path) -> None:
     db = tmp_path / "machine.db"
-    server = start_workers(f"sqlite:///{db}", tmp_path / "serve.log", WORKERS)
+    server = start_workers(f"sqlite:///{db}", tmp_path / "serve.log", WORKERS, **ONE_WRITER)
     try:
         holder = wait_for_owner(db, server)
         answered: Counter[str] = Counter()
@@ -105,7 +106,7 @@ def test_one_worker_owns_the_writer_and_every_worker_writes_through_it(tmp_path:
 @pytest.mark.timeout(120)
 def test_a_sigkilled_owner_hands_the_writer_on_within_two_seconds(tmp_path: Path) -> None:
     db = tmp_path / "machine.db"
-    server = start_workers(f"sqlite:///{db}", tmp_path / "serve.log", WORKERS)
+    server = start_workers(f"sqlite:///{db}", tmp_path / "serve.log", WORKERS, **ONE_WRITER)
     # sent at, id, status, answer; a create whose connection the killed owner held gets no
     # answer at all (status 0): it was never acknowledged, so it may or may not be stored
     answers: list[tuple[float, int, int, httpx.Response | None]] = []
@@ -263,7 +264,11 @@ def test_a_stopped_owner_costs_other_workers_a_503_not_a_hang(tmp_path: Path) ->
     Retry-After."""
     db = tmp_path / "machine.db"
     server = start_workers(
-        f"sqlite:///{db}", tmp_path / "serve.log", WORKERS, PLANTSTORE_WRITE_TIMEOUT="2"
+        f"sqlite:///{db}",
+        tmp_path / "serve.log",
+        WORKERS,
+        PLANTSTORE_WRITE_TIMEOUT="2",
+        **ONE_WRITER,
     )
     try:
         holder = wait_for_owner(db, server)
@@ -329,6 +334,7 @@ def test_a_write_the_stopping_owner_never_read_is_made_by_the_next_owner(tmp_pat
     failing with 'went away'."""
 
     async def send_as_the_owner_stops(owning: SQLiteDatabase, other: SQLiteDatabase) -> object:
+        assert isinstance(owning.writer, MachineWriter)
         service = owning.writer._service
         assert service is not None
         service.stop_taking()  # the owner reads nothing more

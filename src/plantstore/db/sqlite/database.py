@@ -2,8 +2,9 @@
 
 WAL lets reads run beside the writer, so a read never waits for a commit. Reads are short
 indexed lookups, so they run inline on the event loop rather than paying a thread hop; writes
-go through the machine's group-commit writer (``machine_writer.py``): one per file, owned by
-one process and reached by the others.
+go through a group-commit writer: this process's own, sharing each fsync with the other
+processes' (``own_writer.py``, what ``serve`` runs), or the machine's one, owned by one process
+and reached by the others (``machine_writer.py``).
 
 Every few tenths of a second a read checks that the file at the configured path is still the
 one this process opened; if not, reads are refused as writes are (``faults.FileIdentity``).
@@ -25,7 +26,10 @@ from .connection import connect
 from .faults import FileIdentity, environment_fault
 from .machine_writer import MachineWriter
 from .ops import WriteOp
+from .own_writer import OwnWriter
 from .writer import Writer
+
+ProcessWriter = OwnWriter | MachineWriter  # how this process's writes reach a commit
 
 IDENTITY_CHECK_S = 0.25  # how often reads look at the file behind the path
 
@@ -41,6 +45,7 @@ class SQLiteDatabase:
         max_batch: int = 512,
         busy_timeout_ms: int = 5_000,
         write_timeout: float = 5.0,
+        each_process_writes: bool = False,
         on_commit: Callable[[int], None] | None = None,
         on_lock_wait: Callable[[float, bool], None] | None = None,
         on_refusal: Callable[[str], None] | None = None,
@@ -50,9 +55,9 @@ class SQLiteDatabase:
         self._identity: FileIdentity | None = None
         self._file_fault: StoreUnavailable | None = None
         self._next_identity_check = 0.0
-        self.writer = MachineWriter(
-            path,
-            lambda: Writer(
+
+        def make_writer() -> Writer:
+            return Writer(
                 path,
                 group_commit=group_commit,
                 max_batch=max_batch,
@@ -61,9 +66,13 @@ class SQLiteDatabase:
                 write_timeout=write_timeout,
                 on_commit=on_commit,
                 on_lock_wait=on_lock_wait,
-            ),
-            patience=write_timeout,
-            health=WriteHealth(on_refusal),
+            )
+
+        health = WriteHealth(on_refusal)
+        self.writer: ProcessWriter = (
+            OwnWriter(path, make_writer, health)
+            if each_process_writes
+            else MachineWriter(path, make_writer, patience=write_timeout, health=health)
         )
         self._readiness = Readiness(self.writer.health, self._probe)
         self._reader: sqlite3.Connection | None = None

@@ -86,7 +86,7 @@ def writer_pid(database: Path) -> int | None:
     except FileNotFoundError:
         return None
     try:
-        if not held_elsewhere(descriptor, WRITER):
+        if not held_elsewhere(descriptor, WRITER, alone=True):  # shared: each writes its own
             return None
         data = os.pread(descriptor, PID.size, PID_AT)
     finally:

@@ -1,4 +1,6 @@
-"""One writer per SQLite file per machine: every process's writes share its group commits.
+"""One writer per SQLite file per machine (``PLANTSTORE_SQLITE_WRITERS=one``): every process's
+writes share its group commits. (The default gives each process a writer of its own instead:
+``own_writer``.)
 
 Each process that writes a file (the workers of ``serve``, a CLI command beside them) tries to
 take the exclusive ``WRITER`` lock of ``<database>-locks`` (``locks_file``). The one that holds
@@ -11,8 +13,10 @@ acknowledged before it is fsynced, so a retry of a create finds it or makes it. 
 certainly was not taken (the owner stopped before reading it, or none listened yet) is sent
 again to the next owner, for as long as a write may wait for an answer.
 
-One commit for every worker's writes means bigger batches than a writer per process (which
-took SQLite's lock in turns and split each other's batches) and one warm page cache.
+One commit for every worker's writes means bigger batches than a writer per process, but
+every write of another worker is pickled, sent, taken by the owner's threads and answered
+back, all under the owner's one interpreter lock: on two cores that costs more than the
+bigger batches save (bench/README.md measures both).
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ log = logging.getLogger(__name__)
 
 CONNECT_WAIT_S = 5.0  # how long an opening process waits for a new owner to listen
 RETRY_PAUSE_S = 0.005  # between sends of a write no owner took
+_EACH_WRITES_THERE = (
+    "other processes write this database each with a writer of its own "
+    "(PLANTSTORE_SQLITE_WRITERS=each): run every process on it with the same setting"
+)
 
 
 def writer_address(lock: int) -> str:
@@ -88,12 +96,19 @@ class MachineWriter:
             except StoreUnavailable:
                 if self._try_to_own():
                     return
+                if self._held_by_each():
+                    raise StoreUnavailable(_EACH_WRITES_THERE, "writer_mode") from None
                 if time.monotonic() >= deadline:
                     raise
                 await asyncio.sleep(0.01)  # an owner between its lock and its socket
         threading.Thread(
             target=self._wait_to_own, name="plantstore-writer-wait", daemon=True
         ).start()
+
+    def _held_by_each(self) -> bool:
+        """Whether processes writing each for itself hold the writer's lock (shared)."""
+        held = ofd_lock.held_elsewhere(self._lock, WRITER)
+        return held and not ofd_lock.held_elsewhere(self._lock, WRITER, alone=True)
 
     def _try_to_own(self) -> bool:
         if not ofd_lock.try_lock(self._lock, WRITER):

@@ -50,9 +50,11 @@ def unlock(descriptor: int, at: int) -> None:
     fcntl.fcntl(descriptor, fcntl.F_OFD_SETLK, _request(fcntl.F_UNLCK, at))
 
 
-def held_elsewhere(descriptor: int, at: int) -> bool:
-    """Whether another open file holds any lock on byte ``at`` (one that an exclusive lock
-    would wait for). Takes nothing; the file may be open read-only."""
-    answer = fcntl.fcntl(descriptor, fcntl.F_OFD_GETLK, _request(fcntl.F_WRLCK, at))
-    kind: int = _FLOCK.unpack(answer)[0]
-    return kind != fcntl.F_UNLCK
+def held_elsewhere(descriptor: int, at: int, *, alone: bool = False) -> bool:
+    """Whether another open file holds a lock on byte ``at``: any lock (one that an exclusive
+    lock would wait for), or with ``alone`` an exclusive one. Takes nothing; the file may be
+    open read-only."""
+    kind = fcntl.F_RDLCK if alone else fcntl.F_WRLCK
+    answer = fcntl.fcntl(descriptor, fcntl.F_OFD_GETLK, _request(kind, at))
+    found: int = _FLOCK.unpack(answer)[0]
+    return found != fcntl.F_UNLCK

@@ -7,13 +7,15 @@ commit. The model is datasette's write thread. Where the process may run on more
 core, a second thread, the flusher, waits for the fsync instead, so the writer commits the
 next batch meanwhile and one fsync covers every batch committed during the last.
 
-A machine has one of these per file, in the process that owns it (``machine_writer``); the
-other processes' jobs reach it through ``relay`` and are answered there. A process that
-writes the file without it (a ``sqlite3`` shell, an older plantstore) still takes SQLite's
-write lock: ``lock.WriteTurns`` waits for it, and answers a wait past the busy timeout with
-``WriteLockTimeout`` (a 503). The lock is held only while the statements run: the commit
-does not fsync under it (``synchronous=NORMAL``), and ``flush.WalFlush`` shares each fsync of
-the WAL with any such writer: one covers every commit made before it began.
+Each process writing a file has one of these (``own_writer``), taking SQLite's lock in turns
+with the others; or, with ``PLANTSTORE_SQLITE_WRITERS=one``, the machine has one, in the
+process that owns it (``machine_writer``), and the other processes' jobs reach it through
+``relay`` and are answered there. Another writer (another worker's, a ``sqlite3`` shell)
+takes SQLite's write lock: ``lock.WriteTurns`` waits for it, and answers a wait past the
+busy timeout with ``WriteLockTimeout`` (a 503). The lock is held only while the statements
+run: the commit does not fsync under it (``synchronous=NORMAL``), and ``flush.WalFlush``
+shares each fsync of the WAL with the other writers: one covers every commit made before it
+began, whichever process made it.
 
 When the environment fails (a full, failing, read-only or frozen disk, the file replaced) a
 write is a 503 that names the trouble (``faults``), never a 500 with a traceback. Every write
