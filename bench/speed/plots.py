@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +81,18 @@ def _ratios(payload: dict[str, Any]) -> Figure | None:
 def _workers(payload: dict[str, Any]) -> Figure | None:
     """Throughput and p99 of each scenario against the number of SQLite workers."""
     rows = (payload.get("sqlite_workers") or {}).get("rows", [])
-    series: dict[str, list[tuple[int, float, float]]] = {}
+    runs: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for row in rows:
         result = row["measurement"].get("result")
-        if result is None:
+        if result is None or row.get("writers", "each") != "each":  # the default's rows
             continue
         rate = result["requests"] / result["seconds"] if result["seconds"] else 0.0
-        series.setdefault(row["scenario"], []).append((row["workers"], rate, result["p99_ms"]))
+        runs.setdefault((row["scenario"], row["workers"]), []).append((rate, result["p99_ms"]))
+    series: dict[str, list[tuple[int, float, float]]] = {}
+    for (scenario, count), found in runs.items():  # the rounds' medians
+        rate = statistics.median(rate for rate, _ in found)
+        p99 = statistics.median(p99 for _, p99 in found)
+        series.setdefault(scenario, []).append((count, rate, p99))
     if not series:
         return None
     figure, (rates, p99s) = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -97,7 +103,7 @@ def _workers(payload: dict[str, Any]) -> Figure | None:
         rates.plot(workers, [p[1] for p in points], marker="o", label=label)
         p99s.plot(workers, [p[2] for p in points], marker="o", label=label)
     for axes, what in ((rates, "requests/s"), (p99s, "p99 ms (wrk, from the send)")):
-        axes.set_xlabel("--workers (server and wrk unpinned, sharing the cores)")
+        axes.set_xlabel("--workers (wrk pinned to one core, the server unpinned; rounds' median)")
         axes.set_ylabel(what)
         axes.set_xticks(sorted({w for points in series.values() for w, _, _ in points}))
         axes.set_ylim(bottom=0)

@@ -57,17 +57,19 @@ class Phases:
 
 def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phases:
     """Every phase in order; the reference runs first and last to bracket the pinned SQLite
-    ones. The workers phase follows, unpinned: its ratios are within itself."""
+    ones. The workers phase follows, wrk pinned and the server not: its ratios are within
+    itself."""
     print("SQLite: seeding", flush=True)
     url, token = fresh_sqlite(options, "big", layout)
     rows = [reference(options, token, "ref_before", "reference app, before")]
     print("SQLite, one process, server and wrk pinned", flush=True)
     main_rows = sqlite_main(options, layout, url, token)
     rows += main_rows
-    rate = half_rate(main_rows[0])  # the paced runs' one rate
+    rate = half_rate(main_rows[0])  # the service's paced runs' one rate
+    bare_rate = half_rate(rows[0])  # the bare app's: half of its own maximum
     rows.append(sqlite_small(options, layout, rate))
-    rows.append(reference_paced(options, token, rate))
-    rows += paced_rounds(options, url, token, rate, args.peer_rounds)
+    rows.append(reference_paced(options, token, bare_rate))
+    rows += paced_rounds(options, url, token, (rate, bare_rate), args.peer_rounds)
     rows.append(group_commit_off(options, url, token))
     sampled = None
     if not (args.profile or args.skip_stages):  # --profile samples the rows themselves
@@ -82,8 +84,8 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
     if args.skip_workers:
         workers = not_run_rows("--skip-workers")
     else:
-        print("SQLite, --workers 1 then 2 on one file, unpinned", flush=True)
-        workers = sqlite_workers(options, layout)
+        print("SQLite, --workers 1 then 2 on one file in rounds, wrk pinned", flush=True)
+        workers = sqlite_workers(options, layout, args.peer_rounds)
     if args.skip_jwt:
         rows += jwt_not_run("--skip-jwt")
     else:

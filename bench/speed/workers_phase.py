@@ -1,12 +1,14 @@
 """The SQLite workers phase: ``serve --workers 1`` against ``--workers 2`` on one file.
 
-A fresh file, seeded like the run's big one, served first by one worker and then by two:
-one worker owns the machine's group-commit writer and the other sends its writes there (the
-lock waits count another process's SQLite lock, and stay 0 here). Server and wrk are unpinned: two workers need both cores, and wrk shares them. Each
+A fresh file, seeded like the run's big one, served by one worker and then by two, in
+interleaved rounds (1, 2, 1, 2, ...), so a drift of the machine falls on both alike. Each
+worker commits its own writes (the lock waits count the other worker's SQLite lock). wrk is
+pinned to one core and the server is not: it may use every core, as on a bigger machine,
+and its CPU a request (its whole process tree's) says what a second worker costs. Each
 server runs list 10, durable creates and the 80/10/10 mix. Around every run the server's
 metrics listener (on a free port of its own) is scraped, so each row carries the lock waits,
 their time, the timeouts and the commits of that run alone. Then the write ceiling of the one
-file: durable creates with four workers, beside the creates of one and two.
+file: durable creates with four workers, once.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ SCENARIOS = (("list10", "list 10"), ("create", "create (durable)"), ("mix", "mix
 # Ids no other phase uses (lib/loads.py takes 1..3 x 10**12 for creates, 1,000,001 up for
 # deletes): a block of create ids per run, a delete range per mix run.
 CREATE_IDS = 4 * 10**12
-ID_BLOCK = 10**11
+ID_BLOCK = 2 * 10**10  # up to 100 blocks before the sandbox phase's ids
 DELETE_FROM = 100_000_001
 LOCK_WAIT = "plantstore_sqlite_write_lock_wait_seconds"
 SAMPLES = {  # LockFigures' field: the sample of the server's /metrics it is read from
@@ -45,6 +47,7 @@ SAMPLES = {  # LockFigures' field: the sample of the server's /metrics it is rea
     "writes": "plantstore_group_commit_batch_size_sum",
 }
 FAILURES = (RuntimeError, OSError, subprocess.CalledProcessError)
+WHERE = "wrk pinned to one core, the server unpinned"
 
 
 @dataclass
@@ -91,11 +94,15 @@ class WorkerRow:
     scenario: str  # a key of SCENARIOS
     row: Measurement
     lock: LockFigures | None = None
+    round: int = 0  # of the interleaved rounds; the ceiling runs once, as round 0
+    writers: str = "each"  # PLANTSTORE_SQLITE_WRITERS: "one" is the alternative's row
 
     def as_json(self) -> dict[str, Any]:
         return {
             "workers": self.workers,
             "scenario": self.scenario,
+            "round": self.round,
+            "writers": self.writers,
             "measurement": self.row.as_json(),
             "lock": None if self.lock is None else self.lock.as_json(),
         }
@@ -126,37 +133,44 @@ def scrape(port: int) -> LockFigures:
     )
 
 
-def workers_layout(layout: Layout) -> Layout:
-    """The run's layout (same users, same plants each), with two delete ranges of the mix's
-    size placed where no other phase deletes: the first for one worker's mix, the second
-    for two workers'. (lib/seed.py seeds a layout's delete and mix ranges alike.)"""
+def workers_layout(layout: Layout, runs: int) -> Layout:
+    """The run's layout (same users, same plants each), with a delete range of ``runs`` times
+    the mix's deletes placed where no other phase deletes: each mix run takes a slice of its
+    own. (lib/seed.py seeds a layout's delete and mix ranges alike; the mix range, after it,
+    is not used.)"""
     count = layout.mix_delete_count
     return dataclasses.replace(
         layout,
         delete_from=DELETE_FROM,
-        delete_count=count,
-        mix_delete_from=DELETE_FROM + count,
+        delete_count=count * runs,
+        mix_delete_from=DELETE_FROM + count * runs,
         mix_delete_count=count,
     )
 
 
-def sqlite_workers(options: Options, layout: Layout) -> list[WorkerRow]:
-    """Every row of the phase: the three scenarios at 1 and 2 workers, creates at 4."""
-    own = workers_layout(layout)
+def sqlite_workers(options: Options, layout: Layout, rounds: int) -> list[WorkerRow]:
+    """Every row of the phase: the three scenarios at 1 and 2 workers in ``rounds``
+    interleaved rounds, then creates at 4 once."""
+    runs = rounds * len(WORKER_COUNTS)
+    own = workers_layout(layout, runs)
     try:
         url, token = fresh_sqlite(options, "workers", own)
     except FAILURES as exc:
         return not_run_rows(f"seeding failed: {_why(exc)}")
-    deletes = {1: own.delete_from, 2: own.mix_delete_from}
     rows: list[WorkerRow] = []
-    for workers in WORKER_COUNTS:
+    for run in range(runs):
+        workers, round_ = WORKER_COUNTS[run % len(WORKER_COUNTS)], run // len(WORKER_COUNTS)
         loads = {
             "list10": Load(),
-            "create": creates(_ids(len(rows))),
-            "mix": _mix(_ids(len(rows) + 1), deletes[workers]),
+            "create": creates(_ids(2 * run)),
+            "mix": _mix(_ids(2 * run + 1), own.delete_from + run * layout.mix_delete_count),
         }
-        rows += _serve(options, url, token, workers, loads)
-    rows += _serve(options, url, token, CEILING_WORKERS, {"create": creates(_ids(len(rows)))})
+        rows += _serve(options, url, token, workers, loads, round_)
+        if workers == 2:  # the alternative: one writer for the machine, creates only
+            one = {"create": creates(_ids(2 * run + 1) + ID_BLOCK // 2)}
+            rows += _serve(options, url, token, workers, one, round_, writers="one")
+    ceiling = {"create": creates(_ids(2 * runs))}
+    rows += _serve(options, url, token, CEILING_WORKERS, ceiling, 0)
     return rows
 
 
@@ -173,39 +187,52 @@ def _mix(first_create: int, first_delete: int) -> Load:
 
 
 def _serve(
-    options: Options, url: str, token: str, workers: int, loads: dict[str, Load]
+    options: Options,
+    url: str,
+    token: str,
+    workers: int,
+    loads: dict[str, Load],
+    round_: int,
+    writers: str = "each",
 ) -> list[WorkerRow]:
-    """One unpinned server with ``workers`` processes; each load measured and scraped."""
-    print(f"  --workers {workers}", flush=True)
+    """One unpinned server with ``workers`` processes; each load measured (wrk pinned) and
+    scraped."""
+    print(f"  --workers {workers}, round {round_ + 1}, {writers} writer(s)", flush=True)
     port = free_port()
-    env = {"PLANTSTORE_METRICS_ADDRESS": f"127.0.0.1:{port}"}
-    name = f"sqlite-workers-{workers}"
+    env = {"PLANTSTORE_METRICS_ADDRESS": f"127.0.0.1:{port}", "PLANTSTORE_SQLITE_WRITERS": writers}
+    name = f"sqlite-workers-{workers}-{writers}"
+    wrk_pinned = dataclasses.replace(options, server_cpus=None)  # wrk's core alone
     rows: list[WorkerRow] = []
     try:
         server = start_service(
             options, name, url, token, "--workers", str(workers), pinned=False, **env
         )
         try:
-            warm_up(server, options, pinned=False)
+            warm_up(server, wrk_pinned)
             for scenario, load in loads.items():
-                key, label = _key(workers, scenario), _label(workers, scenario)
+                key, label = _key(workers, scenario, writers), _label(workers, scenario, writers)
                 before, busy = scrape(port), _all_cores_busy()
-                row = measure(server, load, options, key, label, pinned=False)
+                row = measure(server, load, wrk_pinned, key, label)
                 lock = scrape(port).since(before)
                 _unpinned_figures(row, _all_cores_busy() - busy)
-                row.note = f"--workers {workers}; server and wrk unpinned"
+                row.pinned = False
+                row.note = f"--workers {workers}, PLANTSTORE_SQLITE_WRITERS={writers}; {WHERE}"
                 if lock.missing:
                     row.note += (
                         f"; not in the server's metrics (taken as 0): {', '.join(lock.missing)}"
                     )
-                rows.append(WorkerRow(workers, scenario, row, lock))
+                rows.append(WorkerRow(workers, scenario, row, lock, round_, writers))
         finally:
             server.stop()
     except FAILURES as exc:
         why = _why(exc)
         print(f"    failed: {why}", flush=True)
         done = {row.scenario for row in rows}
-        rows += [_not_run(workers, scenario, why) for scenario in loads if scenario not in done]
+        rows += [
+            _not_run(workers, scenario, why, round_, writers)
+            for scenario in loads
+            if scenario not in done
+        ]
     return rows
 
 
@@ -230,19 +257,21 @@ def _why(exc: BaseException) -> str:
     return (detail or [type(exc).__name__])[-1][:300]
 
 
-def _key(workers: int, scenario: str) -> str:
-    return f"sqlite_workers{workers}_{scenario}"
+def _key(workers: int, scenario: str, writers: str = "each") -> str:
+    return f"sqlite_workers{workers}_{scenario}" + ("_one_writer" if writers == "one" else "")
 
 
-def _label(workers: int, scenario: str) -> str:
+def _label(workers: int, scenario: str, writers: str = "each") -> str:
     what = dict(SCENARIOS)[scenario]
-    return f"{what}, {workers} worker{'s' if workers > 1 else ''}"
+    one = ", one writer for the machine" if writers == "one" else ""
+    return f"{what}, {workers} worker{'s' if workers > 1 else ''}{one}"
 
 
-def _not_run(workers: int, scenario: str, why: str) -> WorkerRow:
-    return WorkerRow(
-        workers, scenario, not_run(_key(workers, scenario), _label(workers, scenario), why)
-    )
+def _not_run(
+    workers: int, scenario: str, why: str, round_: int = 0, writers: str = "each"
+) -> WorkerRow:
+    key, label = _key(workers, scenario, writers), _label(workers, scenario, writers)
+    return WorkerRow(workers, scenario, not_run(key, label, why), None, round_, writers)
 
 
 def not_run_rows(why: str) -> list[WorkerRow]:

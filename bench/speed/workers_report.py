@@ -1,19 +1,22 @@
 """The SQLite workers phase in the report: its table, the write ceiling, targets and JSON.
 
 Ratios use 2xx answers per second, so a 503 for a write lock held too long earns nothing;
-the tables still show every row's non-2xx count and the lock timeouts behind them.
+the tables still show every row's non-2xx count and the lock timeouts behind them. A figure
+over the interleaved rounds is their median with their range; a ratio of two workers over
+one is taken round by round (each round's 2 over the same round's 1).
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 from itertools import pairwise
 from typing import Any
 
-from bench.lib.measure import Measurement
+from bench.lib.measure import Measurement, median_and_range
 
 from .targets import Target
-from .workers_phase import CEILING_WORKERS, SCENARIOS, WORKER_COUNTS, WorkerRow
+from .workers_phase import CEILING_WORKERS, SCENARIOS, WHERE, WORKER_COUNTS, WorkerRow
 
 # (scenario, what the target calls it, how many times one worker's rate two are to manage)
 GOALS = (
@@ -21,14 +24,16 @@ GOALS = (
     ("create", "durable creates", 1.2),
     ("mix", "mix 80/10/10", 1.4),
 )
+CPU_CEILING = ("create", "durable create", 1.10)  # two workers' CPU a request over one's
+ONE = "one writer"  # the row of PLANTSTORE_SQLITE_WRITERS=one
 STILL_SCALING = 1.1  # more workers "scale" while each step buys at least 10 % more creates
 COLUMNS = (
-    ("scenario", 18),
+    ("scenario", 31),
     ("workers", 8),
-    ("req/s", 9),
+    ("req/s [range]", 22),
     ("p50 ms", 8),
     ("p99 ms", 8),
-    ("CPU µs/req", 11),
+    ("CPU µs/req [range]", 20),
     ("cores", 6),
     ("switches/req", 13),
     ("waited µs/req", 14),
@@ -38,7 +43,8 @@ COLUMNS = (
     ("lock waits", 11),
     ("wait s", 8),
     ("timeouts", 9),
-    ("2xx/s vs 1", 11),
+    ("2xx/s vs 1", 20),
+    ("CPU/req vs 1", 20),
 )
 CEILING_COLUMNS = (
     ("workers", 9),
@@ -55,17 +61,77 @@ CEILING_COLUMNS = (
 )
 
 
-def find(rows: list[WorkerRow], workers: int, scenario: str) -> WorkerRow | None:
-    return next((r for r in rows if r.workers == workers and r.scenario == scenario), None)
+def find(
+    rows: list[WorkerRow], workers: int, scenario: str, writers: str = "each"
+) -> WorkerRow | None:
+    """The first round's row (the ceiling's only one)."""
+    return next((r for r in rows if _is(r, workers, scenario, writers)), None)
+
+
+def _is(row: WorkerRow, workers: int, scenario: str, writers: str) -> bool:
+    return row.workers == workers and row.scenario == scenario and row.writers == writers
+
+
+def rounds(
+    rows: list[WorkerRow], workers: int, scenario: str, writers: str = "each"
+) -> list[WorkerRow]:
+    """Every round's row of one scenario at one worker count that ran."""
+    return [r for r in rows if _is(r, workers, scenario, writers) and r.row.result is not None]
+
+
+def typical(
+    rows: list[WorkerRow], workers: int, scenario: str, writers: str = "each"
+) -> WorkerRow | None:
+    """The round whose 2xx rate is the median one (the lower middle of an even count)."""
+    ran = sorted(rounds(rows, workers, scenario, writers), key=_good_rate)
+    return ran[(len(ran) - 1) // 2] if ran else find(rows, workers, scenario, writers)
+
+
+def _good_rate(row: WorkerRow) -> float:
+    return row.row.result.good_rate if row.row.result is not None else 0.0
+
+
+def round_ratios(
+    rows: list[WorkerRow],
+    scenario: str,
+    workers: int = 2,
+    base: int = 1,
+    cpu: bool = False,
+    writers: str = "each",
+) -> list[float]:
+    """Each round's ``workers`` (with ``writers``) over the same round's ``base``: 2xx rates,
+    or with ``cpu`` the server's CPU a request. The ceiling's one run is set against round
+    0's base."""
+    mine = {r.round: r for r in rounds(rows, workers, scenario, writers)}
+    theirs = {r.round: r for r in rounds(rows, base, scenario)}
+    found = []
+    for number, row in mine.items():
+        other = theirs.get(number)
+        if other is None:
+            continue
+        if cpu:
+            top, bottom = row.row.cpu_us_per_request, other.row.cpu_us_per_request
+        else:
+            top, bottom = _good_rate(row), _good_rate(other)
+        if top and bottom:
+            found.append(top / bottom)
+    return found
 
 
 def ratio(rows: list[WorkerRow], scenario: str, workers: int, base: int = 1) -> float | None:
-    """``workers``' 2xx rate over ``base``'s for one scenario, when both ran."""
-    mine, theirs = find(rows, workers, scenario), find(rows, base, scenario)
-    if mine is None or theirs is None or mine.row.result is None or theirs.row.result is None:
-        return None
-    yours = theirs.row.result.good_rate
-    return mine.row.result.good_rate / yours if yours else None
+    """``workers``' 2xx rate over ``base``'s for one scenario: the median over the rounds."""
+    found = round_ratios(rows, scenario, workers, base)
+    return statistics.median(found) if found else None
+
+
+def _span(values: list[float], form: str = "{:.2f}") -> str:
+    found = median_and_range(values)
+    if found is None:
+        return "-"
+    median, low, high = found
+    if len(values) == 1:
+        return form.format(median)
+    return f"{form.format(median)} [{form.format(low)}-{form.format(high)}]"
 
 
 def _line(cells: list[str], columns: tuple[tuple[str, int], ...]) -> str:
@@ -77,40 +143,51 @@ def _line(cells: list[str], columns: tuple[tuple[str, int], ...]) -> str:
 
 def table(rows: list[WorkerRow]) -> str:
     """list 10, creates and the mix at one worker and at two, one line each."""
+    count = max((r.round + 1 for r in rows if r.workers in WORKER_COUNTS), default=0)
     lines = [
-        "SQLite workers: one file seeded like the big one, `serve --workers N`; server and wrk "
-        "unpinned (they share the cores); cores: the server's CPU time over the run's; "
-        "switches/req: its threads' context switches (hand-offs between threads and processes) "
-        "per request; waited µs/req: the time its threads were ready to run but waited for a "
-        "core, per request; other% over all cores; lock waits, their total time and timeouts are this "
-        "run's, from the server's metrics (one worker never waits)",
+        f"SQLite workers: one file seeded like the big one, `serve --workers N`, {count} "
+        "interleaved rounds; wrk pinned to one core, the server unpinned (free on every core); "
+        "req/s, CPU µs/req (the server's whole process tree) and the ratios: the rounds' median "
+        "[range], a ratio taken round by round; the other columns: the median round's; cores: "
+        "the server's CPU time over the run's; switches/req: its threads' context switches "
+        "(hand-offs between threads and processes) per request; waited µs/req: the time its "
+        "threads were ready to run but waited for a core, per request; other% over all cores; "
+        "lock waits, their total time and timeouts: the other worker's SQLite write lock, from "
+        "the server's metrics (one worker never waits)",
         _line([title for title, _ in COLUMNS], COLUMNS),
     ]
     for scenario, what in SCENARIOS:
         for workers in WORKER_COUNTS:
-            found = find(rows, workers, scenario)
+            found = typical(rows, workers, scenario)
             if found is not None:
-                lines.append(_line(_cells(found, what, ratio(rows, scenario, workers)), COLUMNS))
+                lines.append(_line(_cells(rows, found, what), COLUMNS))
+        alternative = typical(rows, 2, scenario, writers="one")
+        if alternative is not None:  # the same, one writer for the machine
+            lines.append(_line(_cells(rows, alternative, f"{what} ({ONE})"), COLUMNS))
     notes = sorted(
         {r.row.note for r in rows if r.row.result is None or (r.lock and r.lock.missing)}
     )
     return "\n".join([*lines, *[f"  {note}" for note in notes]])
 
 
-def _cells(found: WorkerRow, what: str, versus: float | None) -> list[str]:
+def _cells(rows: list[WorkerRow], found: WorkerRow, what: str) -> list[str]:
     row, lock = found.row, found.lock
     head = [what, str(found.workers)]
     result = row.result
     if result is None:
         return [*head, "not run", *["-"] * (len(COLUMNS) - 3)]
+    ran = rounds(rows, found.workers, found.scenario, found.writers)
+    rates = [r.row.result.good_rate for r in ran if r.row.result is not None]
+    cpus = [r.row.cpu_us_per_request for r in ran if r.row.cpu_us_per_request]
     errors = f"{result.errors}" + (f"+{result.socket_errors}sock" if result.socket_errors else "")
     switches, waited = row.context_switches_per_request, row.runqueue_wait_us_per_request
+    two = found.workers != 1
     return [
         *head,
-        f"{result.rate:,.0f}",
+        _span(rates, "{:,.0f}"),
         f"{result.p50_ms:.2f}",
         f"{result.p99_ms:.2f}",
-        f"{row.cpu_us_per_request:,.0f}" if row.cpu_us_per_request else "-",
+        _span(cpus, "{:,.0f}"),
         _cores_used(row),
         "-" if switches is None else f"{switches:.1f}",
         "-" if waited is None else f"{waited:,.0f}",
@@ -120,8 +197,14 @@ def _cells(found: WorkerRow, what: str, versus: float | None) -> list[str]:
         "-" if lock is None else f"{lock.waits:,}",
         "-" if lock is None else f"{lock.wait_seconds:.2f}",
         "-" if lock is None else f"{lock.timeouts:,}",
-        "-" if versus is None or found.workers == 1 else f"{versus:.2f}x",
+        *(_versus_one(rows, found, cpu) if two else "-" for cpu in (False, True)),
     ]
+
+
+def _versus_one(rows: list[WorkerRow], found: WorkerRow, cpu: bool) -> str:
+    """The row's rate (or CPU a request) over one worker's, round by round."""
+    found_ratios = round_ratios(rows, found.scenario, found.workers, cpu=cpu, writers=found.writers)
+    return _span(found_ratios) + "x" if found_ratios else "-"
 
 
 def _cores_used(row: Measurement) -> str:
@@ -136,13 +219,13 @@ def ceiling_table(rows: list[WorkerRow]) -> str:
     """Durable creates at 1, 2 and 4 workers on the one file, and where they stop scaling."""
     counts = sorted({r.workers for r in rows if r.scenario == "create"})
     lines = [
-        "write ceiling of one SQLite file: durable creates by workers (one owns the machine's "
-        "writer, the others send it their writes); writer time waiting: the lock waits' "
-        "total over the run's seconds times the workers",
+        "write ceiling of one SQLite file: durable creates by workers, each committing its own "
+        "writes (the median round of 1 and 2, the one run of 4); writer time waiting: the lock "
+        "waits' total over the run's seconds times the workers",
         _line([title for title, _ in CEILING_COLUMNS], CEILING_COLUMNS),
     ]
     for workers in counts:
-        found = find(rows, workers, "create")
+        found = typical(rows, workers, "create")
         if found is not None:
             lines.append(
                 _line(_ceiling_cells(found, ratio(rows, "create", workers)), CEILING_COLUMNS)
@@ -174,14 +257,15 @@ def _ceiling_cells(found: WorkerRow, versus: float | None) -> list[str]:
 
 def where_it_stops(rows: list[WorkerRow]) -> str:
     """The first step in workers that bought less than STILL_SCALING times the creates."""
-    ran = sorted(
-        (r.workers, r.row.result.good_rate)
-        for r in rows
-        if r.scenario == "create" and r.row.result is not None
-    )
+    counts = sorted({r.workers for r in rows if r.scenario == "create"})
+    ran = [
+        (workers, statistics.median(_good_rate(r) for r in found))
+        for workers in counts
+        if (found := rounds(rows, workers, "create"))
+    ]
     if len(ran) < 2:
         return "where the write lock stops scaling: not measured"
-    caveat = f"(on {_cores()} cores shared with wrk, workers past the cores also compete for CPU)"
+    caveat = f"(on {_cores()} cores, one of them wrk's: workers past the cores compete for CPU)"
     for (fewer, slower), (more, faster) in pairwise(ran):
         if faster < slower * STILL_SCALING:
             gain = faster / slower if slower else float("inf")
@@ -211,38 +295,67 @@ def _cores() -> int:
 
 
 def targets(rows: list[WorkerRow]) -> list[Target]:
-    """Two workers' 2xx rate over one worker's, against their floors."""
-    found = []
-    for scenario, what, floor in GOALS:
-        name, goal = f"SQLite --workers 2 / 1, {what}", f">= {floor:g}x"
-        two, one = find(rows, 2, scenario), find(rows, 1, scenario)
-        value = ratio(rows, scenario, 2)
-        if value is None or two is None or one is None or not two.row.result or not one.row.result:
-            missing = [r.row.note for r in (two, one) if r is not None and r.row.result is None]
-            found.append(Target(name, goal, (missing or ["not run"])[0], None))
-            continue
-        rates = f"{two.row.result.good_rate:,.0f} vs {one.row.result.good_rate:,.0f}/s, unpinned"
-        room = cores_allow(one.row)
-        if room is not None:
-            rates += f"; the cores allow about {room:.2f}x"
-        costs = (one.row.cpu_us_per_request, two.row.cpu_us_per_request)
-        if all(costs):  # what eats into that room: each request's cost with two workers
-            rates += f"; server CPU a request {costs[0]:.0f} µs with 1, {costs[1]:.0f} with 2"
-        waits = (one.row.runqueue_wait_us_per_request, two.row.runqueue_wait_us_per_request)
-        if waits[0] is not None and waits[1] is not None:  # time ready to run, but no core free
-            rates += f"; its threads waited for a core {waits[0]:.0f} µs a request with 1, "
-            rates += f"{waits[1]:.0f} with 2"
-        found.append(
-            Target(
-                name,
-                goal,
-                f"{value:.2f}x ({rates})",
-                value >= floor,
-                ratio=[value, value, value],
-                floor=floor,
-            )
-        )
-    return found
+    """Two workers' 2xx rate over one worker's, against their floors, and a durable create's
+    CPU with two against its ceiling; each says whether the cores or the service stopped it."""
+    found = [_rate_target(rows, scenario, what, floor) for scenario, what, floor in GOALS]
+    return [*found, _cpu_target(rows)]
+
+
+def _rate_target(rows: list[WorkerRow], scenario: str, what: str, floor: float) -> Target:
+    name, goal = f"SQLite --workers 2 / 1, {what}", f">= {floor:g}x"
+    ratios = round_ratios(rows, scenario)
+    two, one = typical(rows, 2, scenario), typical(rows, 1, scenario)
+    span = median_and_range(ratios)
+    if span is None or two is None or one is None or not two.row.result or not one.row.result:
+        missing = [r.row.note for r in (two, one) if r is not None and r.row.result is None]
+        return Target(name, goal, (missing or ["not run"])[0], None)
+    value, low, high = span
+    text = f"{_span(ratios)}x over {len(ratios)} rounds ({two.row.result.good_rate:,.0f} vs "
+    text += f"{one.row.result.good_rate:,.0f}/s in the median rounds; {WHERE}"
+    room = cores_allow(one.row)
+    if room is not None:
+        text += f"; the cores allow about {room:.2f}x"
+    costs = (one.row.cpu_us_per_request, two.row.cpu_us_per_request)
+    if all(costs):  # what eats into that room: each request's cost with two workers
+        text += f"; server CPU a request {costs[0]:.0f} µs with 1, {costs[1]:.0f} with 2"
+    waits = (one.row.runqueue_wait_us_per_request, two.row.runqueue_wait_us_per_request)
+    if waits[0] is not None and waits[1] is not None:  # time ready to run, but no core free
+        text += f"; its threads waited for a core {waits[0]:.0f} µs a request with 1, "
+        text += f"{waits[1]:.0f} with 2"
+    text += ")" + _who_stopped(value >= floor, room, floor)
+    return Target(
+        name,
+        goal,
+        text,
+        value >= floor,
+        settled=low >= floor or high < floor,
+        ratio=[value, low, high],
+        floor=floor,
+    )
+
+
+def _who_stopped(met: bool, room: float | None, floor: float) -> str:
+    """A miss is the machine's when its cores cannot give the floor, else the service's."""
+    if met or room is None:
+        return ""
+    if room < floor:
+        return f"; the machine stopped it: its cores allow {room:.2f}x, under the floor"
+    return "; the service stopped it: the cores allow the floor"
+
+
+def _cpu_target(rows: list[WorkerRow]) -> Target:
+    scenario, what, ceiling = CPU_CEILING
+    name, goal = f"SQLite --workers 2 / 1, CPU a {what}", f"<= {ceiling:.2f}x"
+    ratios = round_ratios(rows, scenario, cpu=True)
+    span = median_and_range(ratios)
+    if span is None:
+        return Target(name, goal, "not run", None)
+    value, low, high = span
+    ones = [r.row.cpu_us_per_request or 0.0 for r in rounds(rows, 1, scenario)]
+    twos = [r.row.cpu_us_per_request or 0.0 for r in rounds(rows, 2, scenario)]
+    text = f"{_span(ratios)}x over {len(ratios)} rounds (the server's process tree: "
+    text += f"{_span(ones, '{:.0f}')} µs with 1, {_span(twos, '{:.0f}')} with 2; {WHERE})"
+    return Target(name, goal, text, value <= ceiling, settled=high <= ceiling or low > ceiling)
 
 
 def plantstore_rows(rows: list[WorkerRow]) -> list[Measurement]:
@@ -255,10 +368,17 @@ def as_json(rows: list[WorkerRow]) -> dict[str, Any]:
     """The workers section of the run's JSON: every row with its lock figures, the ratios."""
     return {
         "pinned": False,
+        "wrk_pinned": True,
         "worker_counts": list(WORKER_COUNTS),
         "ceiling_workers": CEILING_WORKERS,
         "rows": [r.as_json() for r in rows],
         "ratios_2_over_1": {scenario: ratio(rows, scenario, 2) for scenario, _ in SCENARIOS},
+        "round_ratios_2_over_1": {
+            scenario: round_ratios(rows, scenario) for scenario, _ in SCENARIOS
+        },
+        "cpu_round_ratios_2_over_1": {
+            scenario: round_ratios(rows, scenario, cpu=True) for scenario, _ in SCENARIOS
+        },
         "create_ratios_over_1": {
             str(r.workers): ratio(rows, "create", r.workers) for r in rows if r.scenario == "create"
         },
