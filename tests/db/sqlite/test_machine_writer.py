@@ -30,6 +30,7 @@ from plantstore.db.sqlite import locks_file, ofd_lock
 from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.machine_writer import MachineWriter, writer_address
 from plantstore.db.sqlite.ops import WriteOp
+from tests.db.sqlite.one_writer import machine_writer
 from tests.fixtures.calls import assert_error, bearer
 from tests.fixtures.servers import (
     LiveServer,
@@ -187,7 +188,7 @@ def test_a_process_of_another_user_is_refused_before_its_message_is_read(
     message = struct.pack("!I", len(payload)) + payload
 
     async def scenario() -> bytes:
-        database = SQLiteDatabase(db)
+        database = machine_writer(db)
         await database.open()
         try:
             address = address_of(db)
@@ -245,7 +246,7 @@ def test_a_worker_refuses_an_owner_of_another_user(tmp_path: Path) -> None:
         ofd_lock.lock(fd, locks_file.WRITER)  # as if the impostor's side owned the writer
 
         async def scenario() -> None:
-            database = SQLiteDatabase(db)
+            database = machine_writer(db)
             with pytest.raises(PermissionError, match="another user"):
                 await database.open()
             await database.close()
@@ -305,7 +306,7 @@ def test_an_unreadable_message_hangs_up_on_its_sender_alone(tmp_path: Path) -> N
     garbage = b"\x80\x05not a pickle"
 
     async def scenario() -> tuple[bytes, object]:
-        owning, other = SQLiteDatabase(db), SQLiteDatabase(db)
+        owning, other = machine_writer(db), machine_writer(db)
         await owning.open()
         await other.open()  # the same file from the same user: it sends its writes to owning
         try:
@@ -372,7 +373,7 @@ def made_by_the_next_owner(
     upgrade(f"sqlite:///{db}")
 
     async def scenario() -> object:
-        owning, other = SQLiteDatabase(db), SQLiteDatabase(db)
+        owning, other = machine_writer(db), machine_writer(db)
         await owning.open()
         await other.open()
         try:

@@ -19,11 +19,11 @@ import pytest
 
 from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite import locks_file
-from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.machine_writer import writer_address
 from plantstore.db.sqlite.ops import WriteOp, find
 from plantstore.db.sqlite.wire import Frames, frame
 from plantstore.db.sqlite.writer import Writer
+from tests.db.sqlite.one_writer import machine_writer
 
 
 def plus_one(conn: sqlite3.Connection, value: int) -> int:
@@ -77,7 +77,7 @@ def test_a_single_process_refuses_what_another_worker_could_not_run(tmp_path: Pa
         return offset
 
     async def scenario() -> None:
-        database = SQLiteDatabase(db)
+        database = machine_writer(db)
         await database.open()
         try:
             writer = database.writer
@@ -105,7 +105,7 @@ def test_another_process_writes_by_name_then_by_number(tmp_path: Path) -> None:
     upgrade(f"sqlite:///{db}")
 
     async def scenario() -> list[int]:
-        owning, other = SQLiteDatabase(db), SQLiteDatabase(db)
+        owning, other = machine_writer(db), machine_writer(db)
         await owning.open()
         await other.open()  # the same file from the same user: it sends its writes to owning
         try:
@@ -148,7 +148,7 @@ def test_the_owner_imports_the_module_a_name_is_in_and_refuses_an_unknown_one(
             return got
 
     async def scenario() -> list[Any]:
-        database = SQLiteDatabase(db)
+        database = machine_writer(db)
         await database.open()
         try:
             lock = os.open(locks_file.path_of(db), os.O_RDONLY)

@@ -45,7 +45,7 @@ class SQLiteDatabase:
         max_batch: int = 512,
         busy_timeout_ms: int = 5_000,
         write_timeout: float = 5.0,
-        each_process_writes: bool = False,
+        each_process_writes: bool = True,
         on_commit: Callable[[int], None] | None = None,
         on_lock_wait: Callable[[float, bool], None] | None = None,
         on_refusal: Callable[[str], None] | None = None,

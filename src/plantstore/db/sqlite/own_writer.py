@@ -13,9 +13,9 @@ Each such process holds a shared lock on ``WRITER`` in ``<database>-locks`` whil
 whatever needs the file to itself (``db restore``) sees a server holding it, and a process of
 the other setting (which takes that lock alone) is refused rather than writing beside them.
 
-A killed worker's open transaction is undone by SQLite (it never committed, so it was never
-answered); its lock goes with it; the next worker to write recovers nothing, as nothing it
-acknowledged depended on the dead one.
+A worker killed in its transaction never committed it, so never answered it: SQLite undoes
+it, the kernel drops the dead worker's locks, and the other workers write on (nothing they
+acknowledged waited on it).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class OwnWriter:
     def stop(self) -> None:
         """Commit and answer every write taken; any later write is a 503 (the writer's)."""
         if self._engine is not None:
-            self._engine.stop()  # again: its thread has ended, nothing waits
+            self._engine.stop()  # a second stop finds its thread ended, and returns
         if self._lock >= 0:
             os.close(self._lock)
             self._lock = -1
