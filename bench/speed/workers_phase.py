@@ -7,8 +7,10 @@ pinned to one core and the server is not: it may use every core, as on a bigger 
 and its CPU a request (its whole process tree's) says what a second worker costs. Each
 server runs list 10, durable creates and the 80/10/10 mix. Around every run the server's
 metrics listener (on a free port of its own) is scraped, so each row carries the lock waits,
-their time, the timeouts and the commits of that run alone. Then the write ceiling of the one
-file: durable creates with four workers, once.
+their time, the timeouts and the commits of that run alone. Each round also runs creates on
+two workers with one writer for the machine (``PLANTSTORE_SQLITE_WRITERS=one``), the
+alternative, beside the default. Then the write ceiling of the one file: durable creates with
+four workers, once.
 """
 
 from __future__ import annotations
