@@ -34,7 +34,7 @@ from ...errors import StoreUnavailable
 from ..health import WriteHealth
 from . import locks_file, ofd_lock
 from .locks_file import WRITER
-from .ops import AnyOp, P, R, WriteOp, not_submittable
+from .ops import AnyOp, P, R, WriteOp, check_submittable
 from .relay import RemoteWriter, Service, WriteNotTaken, writer_gone
 from .writer import Writer
 
@@ -159,8 +159,7 @@ class MachineWriter:
         """Run ``op`` on the connection and ``args`` in the machine's next group commit; its
         result once that is fsynced. ``args`` go by position and must pickle (plain values):
         they may travel to another process. Its outcome is told to ``health``."""
-        if kwargs or type(op) is not WriteOp:
-            raise not_submittable(op, kwargs)
+        check_submittable(op, kwargs)
         engine = self._engine
         if engine is not None:
             return engine.write(op, args, self.health)
@@ -196,8 +195,7 @@ class MachineWriter:
 
     def submit_nowait(self, op: WriteOp[P, Any], *args: P.args, **kwargs: P.kwargs) -> None:
         """Queue a write nobody waits for (a token's last use); lost if no writer answers."""
-        if kwargs or type(op) is not WriteOp:
-            raise not_submittable(op, kwargs)
+        check_submittable(op, kwargs)
         engine = self._engine
         if engine is not None:
             engine.submit_nowait(op, args)

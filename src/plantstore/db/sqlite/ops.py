@@ -75,8 +75,10 @@ def find(name: str) -> AnyOp | None:
     return op
 
 
-def not_submittable(op: object, kwargs: dict[str, Any]) -> TypeError:
-    """Why a write cannot be submitted: not a declared one, or arguments given by keyword."""
+def check_submittable(op: object, kwargs: dict[str, Any]) -> None:
+    """Refuse a write that cannot be submitted: not a declared one, or arguments given by
+    keyword (a ``TypeError`` saying which)."""
     if type(op) is not WriteOp:
-        return TypeError(f"not a declared write: {op!r} (declare a WriteOp at module level)")
-    return TypeError(f"{op.name}: a write's arguments go by position, as they travel")
+        raise TypeError(f"not a declared write: {op!r} (declare a WriteOp at module level)")
+    if kwargs:
+        raise TypeError(f"{op.name}: a write's arguments go by position, as they travel")

@@ -29,7 +29,7 @@ from ...errors import StoreUnavailable
 from ..health import WriteHealth
 from . import locks_file, ofd_lock
 from .locks_file import WRITER
-from .ops import P, R, WriteOp, not_submittable
+from .ops import P, R, WriteOp, check_submittable
 from .writer import Writer
 
 _ONE_WRITER_THERE = (
@@ -70,14 +70,12 @@ class OwnWriter:
     def submit(self, op: WriteOp[P, R], *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
         """Run ``op`` on the connection and ``args`` in this process's next group commit; its
         result once an fsync has covered it. Its outcome is told to ``health``."""
-        if kwargs or type(op) is not WriteOp:
-            raise not_submittable(op, kwargs)
+        check_submittable(op, kwargs)
         return self._opened().write(op, args, self.health)
 
     def submit_nowait(self, op: WriteOp[P, Any], *args: P.args, **kwargs: P.kwargs) -> None:
         """Queue a write nobody waits for (a token's last use)."""
-        if kwargs or type(op) is not WriteOp:
-            raise not_submittable(op, kwargs)
+        check_submittable(op, kwargs)
         self._opened().submit_nowait(op, args)
 
     def stop(self) -> None:

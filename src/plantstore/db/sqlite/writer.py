@@ -49,7 +49,7 @@ from .faults import FileIdentity, environment_fault, file_replaced
 from .flush import WalFlush
 from .jobs import Deadlines, Job, Outcome, Reply, answer, first_fault, in_time, job_error
 from .lock import WriteTurns
-from .ops import AnyOp, P, R, WriteOp, not_submittable
+from .ops import AnyOp, P, R, WriteOp, check_submittable
 
 __all__ = ["Reply", "Writer"]
 
@@ -128,8 +128,7 @@ class Writer:
     async def submit(self, op: WriteOp[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run ``op`` on the connection and ``args`` in the next group commit; its result
         once that is synced. Arguments go by position (as they travel between processes)."""
-        if kwargs or type(op) is not WriteOp:
-            raise not_submittable(op, kwargs)
+        check_submittable(op, kwargs)
         return await self.write(op, args)
 
     async def write(
