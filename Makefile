@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ARGS ?=
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test node-tools lint typecheck bench bench-group-commit bench-trees bench-backends torture faults fuzz soak slow-clients clean
+.PHONY: run test node-tools pgbouncer lint typecheck bench bench-group-commit bench-trees bench-backends torture faults fuzz soak slow-clients clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("plantstore needs Python >= 3.11") if sys.version_info < (3, 11) else None'
@@ -23,7 +23,7 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
 run: $(VENV)/.installed-run
 	$(BIN)/plantstore serve
 
-test: lint typecheck node-tools
+test: lint typecheck node-tools pgbouncer
 	$(BIN)/pytest
 
 # Node programs the tests run, exactly as each package-lock.json pins them: node-oidc-provider
@@ -36,6 +36,14 @@ node-tools: $(NODE_TOOLS)
 	@if command -v npm >/dev/null; then \
 		npm ci --prefix $* --no-audit --no-fund --loglevel=error && touch $@; \
 	else echo "npm not found: the JWT provider and docs-lint tests will not run"; fi
+
+# PgBouncer 1.24, built from Debian's source into the virtualenv: the pooler that keeps prepared
+# statements in transaction pooling, for its tests and make bench. Without a C compiler and the
+# headers of libevent, OpenSSL and c-ares it is left out, and the tests that need it say so.
+pgbouncer: $(VENV)/pgbouncer/bin/pgbouncer
+
+$(VENV)/pgbouncer/bin/pgbouncer: tools/build-pgbouncer
+	@tools/build-pgbouncer $(VENV)/pgbouncer || echo "PgBouncer 1.24 not built: its tests will not run"
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -50,7 +58,7 @@ $(VENV)/.installed-bench: $(BIN)/python pyproject.toml constraints.txt
 	touch $@
 
 # make bench ARGS="--quick" (or --seconds N, --skip-postgres, --profile; see python -m bench.speed -h)
-bench: $(VENV)/.installed-run $(VENV)/.installed-bench
+bench: $(VENV)/.installed-run $(VENV)/.installed-bench pgbouncer
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(BIN)/python -m bench.speed $(ARGS)
 

@@ -1,6 +1,11 @@
-"""A real PgBouncer (Debian's ``pgbouncer``) in front of a PostgreSQL server, on a free port,
-in one pool mode: started as the ``postgres`` user (PgBouncer refuses root), trust auth, every
-database passed through; stopped and its files removed at the end."""
+"""A real PgBouncer in front of a PostgreSQL server, on a free port, in one pool mode: started
+as the ``postgres`` user (PgBouncer refuses root), trust auth, every database passed through;
+stopped and its files removed at the end.
+
+Two builds: Debian bookworm's package (1.18, ``apt install pgbouncer``), which drops prepared
+statements between transactions, and 1.24 built from Debian's source by
+``tools/build-pgbouncer`` into the virtualenv, which keeps them (``max_prepared_statements``).
+"""
 
 from __future__ import annotations
 
@@ -17,15 +22,23 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 BINARY = "/usr/sbin/pgbouncer"
+KEEPING_BINARY = Path(__file__).resolve().parents[2] / ".venv" / "pgbouncer" / "bin" / "pgbouncer"
+KEPT_STATEMENTS = 200  # max_prepared_statements: above asyncpg's cache of 100 a connection
 
 
 def installed() -> bool:
     return Path(BINARY).exists()
 
 
+def keeping_installed() -> bool:
+    """Whether the build that keeps prepared statements is there (tools/build-pgbouncer)."""
+    return KEEPING_BINARY.exists()
+
+
 @contextmanager
-def pgbouncer(server_url: str, mode: str) -> Iterator[str]:
-    """Yield ``server_url`` as seen through a PgBouncer in pool ``mode``."""
+def pgbouncer(server_url: str, mode: str, *, keep_prepared: bool = False) -> Iterator[str]:
+    """Yield ``server_url`` as seen through a PgBouncer in pool ``mode``: Debian's package, or
+    with ``keep_prepared`` the 1.24 build with ``max_prepared_statements`` set."""
     parts = urlsplit(server_url)
     port = _free_port()
     directory = Path(tempfile.mkdtemp(prefix="plantstore-pgbouncer-"))
@@ -39,6 +52,7 @@ def pgbouncer(server_url: str, mode: str) -> Iterator[str]:
         f"admin_users = {parts.username or 'postgres'}\n"
         f"pool_mode = {mode}\ndefault_pool_size = 20\nmax_client_conn = 500\n"
         f"logfile = {directory}/pgbouncer.log\n"
+        + (f"max_prepared_statements = {KEPT_STATEMENTS}\n" if keep_prepared else "")
     )
     as_postgres: list[str] = []
     if os.geteuid() == 0:
@@ -48,7 +62,11 @@ def pgbouncer(server_url: str, mode: str) -> Iterator[str]:
             os.chown(child, user.pw_uid, user.pw_gid)
         as_postgres = ["runuser", "-u", "postgres", "--"]
     process = subprocess.Popen(
-        [*as_postgres, BINARY, str(directory / "pgbouncer.ini")],
+        [
+            *as_postgres,
+            str(KEEPING_BINARY if keep_prepared else BINARY),
+            str(directory / "pgbouncer.ini"),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
     )
@@ -69,6 +87,26 @@ def admin(url: str, command: str) -> str:
     return subprocess.run(
         ["psql", console, "-Atc", command], capture_output=True, text=True, check=True
     ).stdout
+
+
+def stats(url: str) -> dict[str, int]:
+    """``SHOW STATS`` for the database ``url`` names: its totals by column name (from 1.21
+    they count the Parse and Bind messages clients sent, ``total_client_parse_count`` and
+    ``total_bind_count``)."""
+    parts = urlsplit(url)
+    console = urlunsplit(parts._replace(path="/pgbouncer"))
+    lines = subprocess.run(
+        ["psql", console, "-AF", "|", "-P", "footer=off", "-c", "SHOW STATS"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    names = lines[0].split("|")
+    for line in lines[1:]:
+        values = line.split("|")
+        if values[0] == parts.path.lstrip("/"):
+            return {name: int(value) for name, value in zip(names[1:], values[1:], strict=True)}
+    raise LookupError(f"PgBouncer has no statistics for {parts.path.lstrip('/')}")
 
 
 def _wait_for(port: int, process: subprocess.Popen[bytes], directory: Path) -> None:

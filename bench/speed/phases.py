@@ -198,12 +198,20 @@ def _postgres(
 def _through_pgbouncer(
     options: Options, url: str, token: str, keys: tuple[tuple[str, str], ...]
 ) -> list[Measurement]:
-    """The same loads through a PgBouncer in transaction pooling, on the same database; rows
-    marked not run where pgbouncer is not installed."""
-    if not pgbouncer.installed():
+    """The same loads through a PgBouncer in transaction pooling, on the same database: the
+    1.24 build that keeps prepared statements where tools/build-pgbouncer made it (asyncpg's
+    cache on, as the docs advise), else Debian's 1.18 (each statement prepared on each use);
+    rows marked not run where neither is installed."""
+    keeping = pgbouncer.keeping_installed()
+    if not keeping and not pgbouncer.installed():
         return [not_run(key, label, "pgbouncer not installed") for key, label in keys]
+    which = (
+        f"PgBouncer 1.24, max_prepared_statements {pgbouncer.KEPT_STATEMENTS}, asyncpg's cache on"
+        if keeping
+        else "Debian's PgBouncer 1.18: each statement prepared on each use"
+    )
     # Behind a pooler the server holds the service's statement timeout (pooling.py).
-    with pgbouncer.pgbouncer(url, "transaction") as through:
+    with pgbouncer.pgbouncer(url, "transaction", keep_prepared=keeping) as through:
         asyncio.run(_hold_statement_timeout(url))
         server = start_service(
             options,
@@ -214,11 +222,15 @@ def _through_pgbouncer(
             "2",
             pinned=False,
             PLANTSTORE_POSTGRES_POOLING="transaction",
+            PLANTSTORE_POSTGRES_POOLER_KEEPS_PREPARED=str(keeping).lower(),
         )
         try:
-            return _measure_unpinned(server, options, keys, POOLED_CREATE_IDS)
+            rows = _measure_unpinned(server, options, keys, POOLED_CREATE_IDS)
         finally:
             server.stop()
+    for row in rows:
+        row.note = f"{which}; {row.note}"
+    return rows
 
 
 async def _hold_statement_timeout(url: str) -> None:

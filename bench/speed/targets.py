@@ -86,8 +86,8 @@ def _at_least(name: str, row: Measurement | None, floor: int) -> Target:
 
 
 def _pooled_share(what: str, pooled: Measurement | None, direct: Measurement | None) -> Target:
-    """Through PgBouncer in transaction pooling (no statement cache) against straight to
-    PostgreSQL, same database, same run."""
+    """Through PgBouncer in transaction pooling (the build that keeps prepared statements,
+    where there is one) against straight to PostgreSQL, same database, same run."""
 
     def judge(results: list[WrkResult]) -> tuple[str, bool]:
         through, straight = results[0].rate, results[1].rate

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     # What stands between the service and PostgreSQL: "session" or "transaction" for a pooler
     # such as PgBouncer in that pool mode (db/postgres/pooling.py says what changes).
     postgres_pooling: Literal["none", "session", "transaction"] = "none"
+    # The transaction pooler keeps prepared statements (PgBouncer >= 1.21's
+    # max_prepared_statements), so asyncpg's statement cache stays on through it.
+    postgres_pooler_keeps_prepared: bool = False
     allow_unsafe_durability: bool = False
     token_cache_seconds: float = Field(default=0.5, ge=0.0, le=1.0)
     rate_limit: str = "100/second"  # per token; the ``limits`` notation, or "off"

@@ -46,6 +46,8 @@ class DatabaseSettings(Protocol):
     @property
     def postgres_pooling(self) -> Pooling: ...
     @property
+    def postgres_pooler_keeps_prepared(self) -> bool: ...
+    @property
     def group_commit(self) -> bool: ...
     @property
     def max_batch(self) -> int: ...
@@ -77,6 +79,7 @@ def open_database(
             statement_timeout=settings.statement_timeout,
             allow_unsafe_durability=settings.allow_unsafe_durability,
             pooling=settings.postgres_pooling,
+            pooler_keeps_prepared=settings.postgres_pooler_keeps_prepared,
             on_refusal=on_refusal,
         )
     return SQLiteDatabase(

@@ -28,7 +28,13 @@ from ..failures import StoreOpenError, describe_failure
 from ..health import Readiness, WriteHealth
 from .connections import ConnectionPool, connect_to_writer
 from .faults import outage_of
-from .pooling import Pooling, check_held, startup_settings, statement_cache_size
+from .pooling import (
+    Pooling,
+    check_held,
+    check_prepared_kept,
+    startup_settings,
+    statement_cache_size,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +51,12 @@ class PostgresDatabase:
         statement_timeout: float = 1.0,
         allow_unsafe_durability: bool = False,
         pooling: Pooling = "none",
+        pooler_keeps_prepared: bool = False,
         on_refusal: Callable[[str], None] | None = None,
     ) -> None:
         self._dsn = dsn
         self._pooling: Pooling = pooling
+        self._pooler_keeps_prepared = pooler_keeps_prepared
         self._pool_size = pool_size
         self._connect_timeout = connect_timeout
         self._statement_timeout = statement_timeout
@@ -70,6 +78,12 @@ class PostgresDatabase:
                     self._statement_timeout,
                     self._allow_unsafe_durability,
                 )
+                if self._pooling == "transaction" and self._pooler_keeps_prepared:
+                    second = await self._connect(cache_statements=False)
+                    try:
+                        await check_prepared_kept(connection, second)
+                    finally:
+                        await second.close()
         except StoreOpenError:
             await self.close()
             raise
@@ -80,12 +94,13 @@ class PostgresDatabase:
                 f"cannot open the database: {describe_failure(cause or exc)}"
             ) from None
 
-    async def _connect(self) -> asyncpg.Connection:
+    async def _connect(self, *, cache_statements: bool = True) -> asyncpg.Connection:
+        cached = statement_cache_size(self._pooling, self._pooler_keeps_prepared)
         return await connect_to_writer(
             self._dsn,
             timeout=self._connect_timeout,
             command_timeout=self._statement_timeout,
-            statement_cache_size=statement_cache_size(self._pooling),
+            statement_cache_size=cached if cache_statements else 0,
             server_settings=startup_settings(
                 self._pooling, self._statement_timeout, not self._allow_unsafe_durability
             ),

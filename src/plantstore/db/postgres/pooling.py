@@ -11,13 +11,18 @@ or ``transaction``) the server itself must hold both for the service's role, and
 checks that it does, or refuses with one line that says what to run. The per-user quota never
 rests on the session: each create sets it for its own transaction. In ``transaction`` pooling
 a prepared statement does not outlive its transaction's server connection, so asyncpg's
-statement cache is off there (each statement prepared unnamed, on each use).
+statement cache is off there (each statement prepared unnamed, on each use: two round trips a
+statement) unless the pooler keeps prepared statements itself (PgBouncer 1.21 and later with
+``max_prepared_statements``: ``PLANTSTORE_POSTGRES_POOLER_KEEPS_PREPARED``), which the start
+checks.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any, Literal
+
+import asyncpg
 
 from ..failures import StoreOpenError
 
@@ -37,10 +42,34 @@ def startup_settings(pooling: Pooling, statement_timeout: float, durable: bool) 
     return settings
 
 
-def statement_cache_size(pooling: Pooling) -> int:
+def statement_cache_size(pooling: Pooling, pooler_keeps_prepared: bool) -> int:
     """asyncpg's cache of named prepared statements: none where they cannot outlive a
     transaction."""
-    return 0 if pooling == "transaction" else 100
+    return 0 if pooling == "transaction" and not pooler_keeps_prepared else 100
+
+
+async def check_prepared_kept(first: Any, second: Any) -> None:
+    """Refuse a transaction pooler said to keep prepared statements that drops them.
+
+    ``first`` caches its statements, ``second`` holds a transaction open. A statement that
+    ``first`` prepared on a server connection is run again while ``second`` holds that very
+    server connection (a pooler lends the one it got back last), so it must run on another:
+    a pooler that keeps prepared statements prepares it there, one that does not fails it.
+    Where ``second`` got another server connection nothing is proven, and nothing refused.
+    """
+    probe = "SELECT pg_backend_pid()"
+    backend = await first.fetchval(probe)
+    async with second.transaction():
+        if await second.fetchval(probe) != backend:
+            return
+        try:
+            await first.fetchval(probe)
+        except asyncpg.InvalidSQLStatementNameError:
+            raise StoreOpenError(
+                "the transaction pooler does not keep prepared statements (PgBouncer keeps "
+                "them from 1.21 with max_prepared_statements > 0); set "
+                "PLANTSTORE_POSTGRES_POOLER_KEEPS_PREPARED=false"
+            ) from None
 
 
 async def check_held(
