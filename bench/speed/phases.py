@@ -38,6 +38,7 @@ PG_LABEL = "PostgreSQL, 2 workers"
 PGB_LABEL = "PostgreSQL through PgBouncer (transaction pooling), 2 workers"
 POSTGRES_KEYS = (("pg_list10", f"list 10, {PG_LABEL}"), ("pg_create", f"create, {PG_LABEL}"))
 POOLED_KEYS = (("pgb_list10", f"list 10, {PGB_LABEL}"), ("pgb_create", f"create, {PGB_LABEL}"))
+ROUND_IDS = 10**10  # each round's creates, direct and pooled, take ids of their own
 
 
 def reference(options: Options, token: str, key: str, label: str) -> Measurement:
@@ -152,14 +153,17 @@ def group_commit_off(options: Options, url: str, token: str) -> Measurement:
         server.stop()
 
 
-def postgres(options: Options, admin_url: str, layout: Layout) -> list[Measurement]:
+def postgres(
+    options: Options, admin_url: str, layout: Layout, rounds: int = 1
+) -> list[Measurement]:
     """list 10 and creates with two workers, straight to PostgreSQL and then through PgBouncer
-    in transaction pooling; rows marked not run when PostgreSQL is away."""
+    in transaction pooling, in ``rounds`` interleaved rounds (round 1 under the keys, round N
+    under ``<key>_rN``); rows marked not run when PostgreSQL is away."""
     keys = POSTGRES_KEYS + POOLED_KEYS
     problem = postgres_problem(admin_url)
     if problem is None:
         try:
-            return _postgres(options, admin_url, layout, keys)
+            return _postgres(options, admin_url, layout, rounds)
         except (subprocess.CalledProcessError, RuntimeError, asyncpg.PostgresError) as exc:
             detail = str(getattr(exc, "stderr", None) or exc)
             tail = "\n".join(detail.strip().splitlines()[-12:])
@@ -176,10 +180,10 @@ def _gist(detail: str) -> str:
     return (errors or lines or [""])[-1][:300]
 
 
-def _postgres(
-    options: Options, admin_url: str, layout: Layout, keys: tuple[tuple[str, str], ...]
-) -> list[Measurement]:
-    """Seed a fresh database like the SQLite one (no delete ranges: nothing deletes here)."""
+def _postgres(options: Options, admin_url: str, layout: Layout, rounds: int) -> list[Measurement]:
+    """Seed a fresh database like the SQLite one (no delete ranges: nothing deletes here),
+    then direct and through the pooler in turns: the host drifts more between runs than the
+    pooler costs, so each ratio is taken round by round."""
     bulk_only = dataclasses.replace(layout, delete_count=0, mix_delete_count=0)
     with postgres_database(admin_url) as url:
         started = time.monotonic()
@@ -187,16 +191,31 @@ def _postgres(
         seed_postgres(url, bulk_only)
         took = time.monotonic() - started
         print(f"  seeded PostgreSQL: {bulk_only.total_plants:,} plants in {took:.1f}s", flush=True)
-        server = start_service(options, "postgres", url, token, "--workers", "2", pinned=False)
-        try:
-            rows = _measure_unpinned(server, options, keys[:2], CREATE_IDS)
-        finally:
-            server.stop()
-        return rows + _through_pgbouncer(options, url, token, keys[2:])
+        rows: list[Measurement] = []
+        for number in range(1, rounds + 1):
+            block = (number - 1) * ROUND_IDS
+            server = start_service(options, "postgres", url, token, "--workers", "2", pinned=False)
+            try:
+                direct = _measure_unpinned(
+                    server, options, _in_round(POSTGRES_KEYS, number), CREATE_IDS + block
+                )
+            finally:
+                server.stop()
+            pooled_keys = _in_round(POOLED_KEYS, number)
+            pooled = _through_pgbouncer(options, url, token, pooled_keys, POOLED_CREATE_IDS + block)
+            rows += direct + pooled
+        return rows
+
+
+def _in_round(keys: tuple[tuple[str, str], ...], number: int) -> tuple[tuple[str, str], ...]:
+    """Keys and labels for a round: round 1's as they are, round N's as ``<key>_rN``."""
+    if number == 1:
+        return keys
+    return tuple((f"{key}_r{number}", f"{label}, round {number}") for key, label in keys)
 
 
 def _through_pgbouncer(
-    options: Options, url: str, token: str, keys: tuple[tuple[str, str], ...]
+    options: Options, url: str, token: str, keys: tuple[tuple[str, str], ...], first_id: int
 ) -> list[Measurement]:
     """The same loads through a PgBouncer in transaction pooling, on the same database: the
     1.24 build that keeps prepared statements where tools/build-pgbouncer made it (asyncpg's
@@ -225,7 +244,7 @@ def _through_pgbouncer(
             PLANTSTORE_POSTGRES_POOLER_KEEPS_PREPARED=str(keeping).lower(),
         )
         try:
-            rows = _measure_unpinned(server, options, keys, POOLED_CREATE_IDS)
+            rows = _measure_unpinned(server, options, keys, first_id)
         finally:
             server.stop()
     for row in rows:

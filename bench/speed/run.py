@@ -137,7 +137,7 @@ def postgres_phases(
         rows = [not_run(key, label, skipped) for key, label in POSTGRES_KEYS + POOLED_KEYS]
         return rows, not_run_contenders(POSTGRES, skipped)
     print("PostgreSQL, --workers 2, unpinned", flush=True)
-    rows = postgres(options, args.postgres, layout)
+    rows = postgres(options, args.postgres, layout, args.peer_rounds)
     if args.skip_peers:
         return rows, not_run_contenders(POSTGRES, "--skip-peers")
     print("Peers on PostgreSQL, servers and wrk pinned, PostgreSQL not", flush=True)

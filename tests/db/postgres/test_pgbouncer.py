@@ -28,9 +28,12 @@ from tests import pg
 from tests.fixtures.calls import assert_error, bearer
 from tests.fixtures.servers import all_plants, free_port, start_server, stop_server
 
-# A pool mode, and whether the pooler keeps prepared statements (the 1.24 build).
-MODES = {"session": ("session", False), "transaction": ("transaction", False)}
-MODES["transaction-keeping"] = ("transaction", True)
+# Each case: a pool mode, and whether the pooler keeps prepared statements (the 1.24 build).
+MODES = {
+    "session": ("session", False),
+    "transaction": ("transaction", False),
+    "transaction-keeping": ("transaction", True),
+}
 QUOTA = 40
 
 
