@@ -65,15 +65,13 @@ def hold_statement_timeout(direct: str, through: str) -> None:
     pgbouncer.admin(through, "RECONNECT")  # the server connections it holds start afresh
 
 
-def test_the_start_refuses_in_one_line_until_the_server_holds_the_settings(
-    pooled: list[str],
-) -> None:
-    mode, _, through, _ = pooled
+def refused_start(through: str, **settings: str) -> str:
+    """Run ``plantstore serve`` through the pooler; it must stop, saying why in one line."""
     environment = {
         **os.environ,
         "PLANTSTORE_DATABASE_URL": through,
-        "PLANTSTORE_POSTGRES_POOLING": mode,
         "PLANTSTORE_PORT": str(free_port()),
+        **settings,
     }
     result = subprocess.run(
         [sys.executable, "-m", "plantstore", "serve"],
@@ -85,9 +83,17 @@ def test_the_start_refuses_in_one_line_until_the_server_holds_the_settings(
     assert result.returncode != 0
     lines = (result.stdout + result.stderr).strip().splitlines()
     assert len(lines) == 1, lines
-    assert f"behind a {mode} pooler" in lines[0]
-    assert "SET statement_timeout = '2000ms'" in lines[0]
-    assert "synchronous_commit" in lines[0]  # what it has is said, here "on"
+    return lines[0]
+
+
+def test_the_start_refuses_in_one_line_until_the_server_holds_the_settings(
+    pooled: list[str],
+) -> None:
+    mode, _, through, _ = pooled
+    line = refused_start(through, PLANTSTORE_POSTGRES_POOLING=mode)
+    assert f"behind a {mode} pooler" in line
+    assert "SET statement_timeout = '2000ms'" in line
+    assert "synchronous_commit" in line  # what it has is said, here "on"
 
 
 def test_through_the_pooler_the_quota_holds_and_creates_never_fail(
@@ -173,22 +179,10 @@ def test_a_pooler_said_to_keep_prepared_statements_that_drops_them_is_refused_in
     direct = postgres.create_database()
     with pgbouncer.pgbouncer(direct, "transaction") as through:  # Debian's 1.18
         hold_statement_timeout(direct, through)
-        environment = {
-            **os.environ,
-            "PLANTSTORE_DATABASE_URL": through,
-            "PLANTSTORE_POSTGRES_POOLING": "transaction",
-            "PLANTSTORE_POSTGRES_POOLER_KEEPS_PREPARED": "true",
-            "PLANTSTORE_PORT": str(free_port()),
-        }
-        result = subprocess.run(
-            [sys.executable, "-m", "plantstore", "serve"],
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=60,
+        line = refused_start(
+            through,
+            PLANTSTORE_POSTGRES_POOLING="transaction",
+            PLANTSTORE_POSTGRES_POOLER_KEEPS_PREPARED="true",
         )
-    assert result.returncode != 0
-    lines = (result.stdout + result.stderr).strip().splitlines()
-    assert len(lines) == 1, lines
-    assert "does not keep prepared statements" in lines[0]
-    assert "PLANTSTORE_POSTGRES_POOLER_KEEPS_PREPARED=false" in lines[0]
+    assert "does not keep prepared statements" in line
+    assert "PLANTSTORE_POSTGRES_POOLER_KEEPS_PREPARED=false" in line
