@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-import statistics
 import tempfile
 import time
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from bench.lib.services import start_service
 from bench.lib.wrk import run_wrk
 from plantstore.auth.tokens import hash_token, new_token
 
-from .targets import Target
+from .targets import Target, floor_over_rounds
 
 PLANTS_EACH = 20
 GOAL = 0.9  # of the one-token rate
@@ -76,18 +75,11 @@ class CallersFigures:
             rows = [row for r in self.rounds for row in (r.one, r.many)]
             why = next((row.note for row in rows if row.result is None), "")
             return Target(name, goal, why or "not run", None)
-        median, low, high = statistics.median(ratios), min(ratios), max(ratios)
         one, many = middle.one.result, middle.many.result
         assert one is not None
         assert many is not None
-        measured = (
-            f"{median:.2f}x [{low:.2f}-{high:.2f}] over {len(ratios)} round{'s' * (len(ratios) > 1)} "
-            f"(median round {many.good_rate:,.0f} vs {one.good_rate:,.0f}/s)"
-        )
-        settled = low >= GOAL or high < GOAL
-        return Target(
-            name, goal, measured, median >= GOAL, settled, ratio=[median, low, high], floor=GOAL
-        )
+        rates = f"median round {many.good_rate:,.0f} vs {one.good_rate:,.0f}/s"
+        return floor_over_rounds(name, GOAL, ratios, rates)
 
     def summary(self) -> list[str]:
         lines = []

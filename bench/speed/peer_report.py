@@ -21,7 +21,7 @@ from .peer_phase import (
     Contender,
     round_ratios,
 )
-from .targets import Target
+from .targets import Target, floor_over_rounds
 
 PEERS = (FASTAPI_SQLITE, STARLETTE_NAIVE, FASTAPI_ASYNCPG)
 
@@ -148,33 +148,13 @@ def targets(contenders: list[Contender]) -> list[Target]:
         theirs = next((c for c in contenders if c.backend == backend and c.name == peer.name), None)
         mine = ours.rows.get(key) if ours else None
         yours = theirs.rows.get(key) if theirs else None
-        span = (
-            None
-            if ours is None or theirs is None
-            else median_and_range(round_ratios(ours, theirs, key))
-        )
-        if span is None or mine is None or yours is None or not mine.result or not yours.result:
+        ratios = [] if ours is None or theirs is None else round_ratios(ours, theirs, key)
+        if not ratios or mine is None or yours is None or not mine.result or not yours.result:
             missing = [r.note for r in (mine, yours) if r is not None and r.result is None]
             found.append(Target(name, f">= {floor:g}x", (missing or ["not run"])[0], None))
             continue
-        median, low, high = span
-        rounds = len(round_ratios(ours, theirs, key)) if ours and theirs else 0
-        measured = (
-            f"{_span(median, low, high)} over {rounds} rounds (median rounds "
-            f"{mine.result.good_rate:,.0f} vs {yours.result.good_rate:,.0f}/s)"
-        )
-        settled = low >= floor or high < floor
-        found.append(
-            Target(
-                name,
-                f">= {floor:g}x",
-                measured,
-                median >= floor,
-                settled,
-                ratio=[median, low, high],
-                floor=floor,
-            )
-        )
+        rates = f"median rounds {mine.result.good_rate:,.0f} vs {yours.result.good_rate:,.0f}/s"
+        found.append(floor_over_rounds(name, floor, ratios, rates))
     return found
 
 

@@ -7,6 +7,7 @@ passing or failing.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,19 @@ class Target:
         if self.met is not None and not self.settled:
             return "unsettled"
         return {True: "met", False: "NOT MET", None: "not measured"}[self.met]
+
+
+def floor_over_rounds(name: str, floor: float, ratios: list[float], middle: str) -> Target:
+    """A ratio held to a floor over interleaved rounds: the median of the rounds' ratios
+    against it, with their range (``middle`` describes the median round), unsettled when the
+    range straddles the floor. ``ratios`` must not be empty."""
+    median, low, high = statistics.median(ratios), min(ratios), max(ratios)
+    rounds = f"over {len(ratios)} round{'s' * (len(ratios) > 1)}"
+    measured = f"{median:.2f}x [{low:.2f}-{high:.2f}] {rounds} ({middle})"
+    settled = low >= floor or high < floor
+    return Target(
+        name, f">= {floor:g}x", measured, median >= floor, settled, [median, low, high], floor
+    )
 
 
 def targets(
@@ -90,8 +104,7 @@ def _pooled_share(
 ) -> Target:
     """Through PgBouncer in transaction pooling (the build that keeps prepared statements,
     where there is one) against straight to PostgreSQL, same database: a ratio a round, run
-    back to back, and their median against the floor, unsettled when their range straddles it.
-    """
+    back to back (``floor_over_rounds``)."""
     name = f"PostgreSQL {what} through PgBouncer (transaction) vs direct"
     pairs = [
         (through.result.good_rate, straight.result.good_rate)
@@ -105,18 +118,9 @@ def _pooled_share(
     if not pairs:
         why = next((row.note for row in [*pooled, *direct] if row is not None and row.note), "")
         return Target(name, ">= 0.8x", why or "not run", None)
-    span = median_and_range([through / straight for through, straight in pairs])
-    assert span is not None
-    median, low, high = span
     middle = sorted(pairs, key=lambda pair: pair[0] / pair[1])[(len(pairs) - 1) // 2]
-    rounds = f"over {len(pairs)} round{'s' * (len(pairs) > 1)}"
-    text = (
-        f"{median:.2f}x [{low:.2f}-{high:.2f}] {rounds} (median round {middle[0]:,.0f}/s vs "
-        f"{middle[1]:,.0f}/s direct)"
-    )
-    return Target(
-        name, ">= 0.8x", text, median >= 0.8, high < 0.8 or low >= 0.8, [median, low, high], 0.8
-    )
+    rates = f"median round {middle[0]:,.0f}/s vs {middle[1]:,.0f}/s direct"
+    return floor_over_rounds(name, 0.8, [through / straight for through, straight in pairs], rates)
 
 
 def _group_commit_gain(on: Measurement | None, off: Measurement | None) -> Target:
