@@ -82,31 +82,40 @@ def pgbouncer(server_url: str, mode: str, *, keep_prepared: bool = False) -> Ite
 def admin(url: str, command: str) -> str:
     """Run ``command`` on PgBouncer's admin console (the ``pgbouncer`` database) with psql,
     which speaks the simple query protocol the console wants."""
-    parts = urlsplit(url)
-    console = urlunsplit(parts._replace(path="/pgbouncer"))
-    return subprocess.run(
-        ["psql", console, "-Atc", command], capture_output=True, text=True, check=True
-    ).stdout
+    return _console(url, "-Atc", command)
 
 
 def stats(url: str) -> dict[str, int]:
     """``SHOW STATS`` for the database ``url`` names: its totals by column name (from 1.21
     they count the Parse and Bind messages clients sent, ``total_client_parse_count`` and
     ``total_bind_count``)."""
-    parts = urlsplit(url)
-    console = urlunsplit(parts._replace(path="/pgbouncer"))
-    lines = subprocess.run(
-        ["psql", console, "-AF", "|", "-P", "footer=off", "-c", "SHOW STATS"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    names = lines[0].split("|")
+    lines = _console(url, "-AF", "|", "-P", "footer=off", "-c", "SHOW STATS").splitlines()
+    names, database = lines[0].split("|"), urlsplit(url).path.lstrip("/")
     for line in lines[1:]:
         values = line.split("|")
-        if values[0] == parts.path.lstrip("/"):
+        if values[0] == database:
             return {name: int(value) for name, value in zip(names[1:], values[1:], strict=True)}
-    raise LookupError(f"PgBouncer has no statistics for {parts.path.lstrip('/')}")
+    raise LookupError(f"PgBouncer has no statistics for {database}")
+
+
+def hold_statement_timeout(server_url: str, milliseconds: int = 2000) -> None:
+    """Give the role of ``server_url`` (straight to PostgreSQL), in its database, the
+    server-side statement timeout the service needs behind a pooler: twice its own default
+    second (src/plantstore/db/postgres/pooling.py). Server connections a PgBouncer already
+    holds keep the settings they started with: ``RECONNECT`` on its console renews them."""
+    change = (
+        "DO $$ BEGIN EXECUTE format('ALTER ROLE CURRENT_USER IN DATABASE %I "
+        f"SET statement_timeout = %L', current_database(), '{milliseconds}ms'); END $$"
+    )
+    subprocess.run(["psql", server_url, "-qc", change], capture_output=True, check=True)
+
+
+def _console(url: str, *arguments: str) -> str:
+    """psql's output for ``arguments`` on the admin console of the PgBouncer ``url`` names."""
+    console = urlunsplit(urlsplit(url)._replace(path="/pgbouncer"))
+    return subprocess.run(
+        ["psql", console, *arguments], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def _wait_for(port: int, process: subprocess.Popen[bytes], directory: Path) -> None:

@@ -7,7 +7,6 @@ the two create figures are compared, so they land in a table of the same size.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import subprocess
 import time
@@ -191,6 +190,9 @@ def _postgres(options: Options, admin_url: str, layout: Layout, rounds: int) -> 
         seed_postgres(url, bulk_only)
         took = time.monotonic() - started
         print(f"  seeded PostgreSQL: {bulk_only.total_plants:,} plants in {took:.1f}s", flush=True)
+        # Behind a pooler the server holds the service's statement timeout (pooling.py); set
+        # before any pooler connects, so each one's server connections start with it.
+        pgbouncer.hold_statement_timeout(url)
         rows: list[Measurement] = []
         for number in range(1, rounds + 1):
             block = (number - 1) * ROUND_IDS
@@ -229,9 +231,7 @@ def _through_pgbouncer(
         if keeping
         else "Debian's PgBouncer 1.18: each statement prepared on each use"
     )
-    # Behind a pooler the server holds the service's statement timeout (pooling.py).
     with pgbouncer.pgbouncer(url, "transaction", keep_prepared=keeping) as through:
-        asyncio.run(_hold_statement_timeout(url))
         server = start_service(
             options,
             "postgres-pgbouncer",
@@ -250,17 +250,6 @@ def _through_pgbouncer(
     for row in rows:
         row.note = f"{which}; {row.note}"
     return rows
-
-
-async def _hold_statement_timeout(url: str) -> None:
-    connection = await asyncpg.connect(url)
-    try:
-        database = await connection.fetchval("SELECT current_database()")
-        await connection.execute(
-            f'ALTER ROLE CURRENT_USER IN DATABASE "{database}" SET statement_timeout = 2000'
-        )
-    finally:
-        await connection.close()
 
 
 def _measure_unpinned(

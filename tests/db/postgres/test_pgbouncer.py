@@ -57,11 +57,7 @@ def pooled(request: pytest.FixtureRequest, postgres: pg.PostgresServer) -> Itera
 
 def hold_statement_timeout(direct: str, through: str) -> None:
     """Give the service's role the server-side timeout a pooler needs (pooling.py)."""
-    database = pg.database_of(direct)
-    pg.run_sql(
-        direct,
-        f"ALTER ROLE CURRENT_USER IN DATABASE \"{database}\" SET statement_timeout = '2000ms'",
-    )
+    pgbouncer.hold_statement_timeout(direct)
     pgbouncer.admin(through, "RECONNECT")  # the server connections it holds start afresh
 
 
