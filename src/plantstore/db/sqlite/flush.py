@@ -13,7 +13,8 @@ started and which have finished; a flush that dies half-way leaves "finished" be
 with its process: a killed flusher blocks nobody.
 
 Durability is unchanged: a change is answered only once an fsync that began after its commit
-has returned, as with ``synchronous=FULL``, and WAL mode under ``NORMAL`` is consistent after a
+has returned (and the file system could still write then: ``journal_check``), as with
+``synchronous=FULL``, and WAL mode under ``NORMAL`` is consistent after a
 crash (SQLite syncs the WAL before every checkpoint).
 """
 
@@ -25,6 +26,7 @@ import os
 from pathlib import Path
 
 from . import locks_file, ofd_lock
+from .journal_check import JournalCheck
 from .locks_file import OWNER, OWNER_AT, SIZE
 
 
@@ -49,6 +51,7 @@ class WalFlush:
         # Aligned 8-byte loads and stores: one instruction each on the machines we run on.
         self._started = ctypes.c_uint64.from_buffer(self._map, 0)
         self._finished = ctypes.c_uint64.from_buffer(self._map, 8)
+        self._journal = JournalCheck(self._file, SIZE)
         self.fsyncs = 0  # this process's own fsyncs (the rest were shared)
 
     def record_owner(self, identity: tuple[int, int]) -> None:
@@ -94,4 +97,5 @@ class WalFlush:
         if self._wal_fd < 0:
             self._wal_fd = os.open(self._wal, os.O_RDONLY)
         os.fdatasync(self._wal_fd)
+        self._journal.check()  # a success ext4 may report for a write its journal dropped
         self.fsyncs += 1
