@@ -53,7 +53,7 @@ def test_the_check_fails_once_the_file_system_took_an_error(tmp_path: Path) -> N
 def test_no_acknowledged_append_is_lost_when_the_journal_aborts_under_two_fsyncs(
     tmp_path: Path,
 ) -> None:
-    """Without the check about one run in thirty loses its last acknowledged record here
+    """Without the check about one run in twenty loses its last acknowledged record here
     (``python -m bench.faults.fsync_race --without-check``); with it, none may."""
     acknowledged = 0
     for run in range(100):

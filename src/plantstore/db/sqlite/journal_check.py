@@ -2,20 +2,20 @@
 ``fdatasync`` that succeeds is not proof enough on ext4.
 
 When ext4 aborts its journal (an I/O error, ``errors=remount-ro``) while two fsyncs of one file
-are under way, the second can return success for a block allocation the abort discarded: the
-first fsync took the transaction down with it, so the second finds it no longer running and
-waits for nothing (jbd2 answers only a transaction still running or committing with the
-abort's error). The write is then lost at the next mount, though acknowledged. The WAL is
-fsynced by the writers' flusher and by SQLite's checkpoints at once, so this can happen to
-us; a 40-line program that appends, fsyncs from two threads and triggers the error shows it.
+are under way, the second can return success for a block allocation the abort discarded. As
+far as jbd2's code reads, the first fsync took the transaction down with it, and the second
+finds it no longer running or committing, the only states it answers with the abort's error;
+so it waits for nothing. The write is then gone at the next mount, though acknowledged. The
+WAL is fsynced by the writers' flusher and by SQLite's checkpoints at once, so this can happen
+to us: ``python -m bench.faults.fsync_race`` stages it.
 
 A journal handle is refused once the journal has aborted, whichever fsync saw it first. So
 after each fsync of the WAL, ``check`` asks ext4 for one: ``fallocate`` with
-``FALLOC_FL_KEEP_SIZE`` over the first bytes of ``<database>-locks`` (on the same file system),
-which changes nothing there once they are allocated but starts and stops a handle (under a
-microsecond). A refusal is an
-``OSError`` like the fsync's own, and the writes it covered are not acknowledged. On a file
-system without ``fallocate`` there is nothing to ask and the check is skipped.
+``FALLOC_FL_KEEP_SIZE`` over the first bytes of ``<database>-locks`` (on the same file
+system), which changes nothing there but starts and stops a handle (under a microsecond). A
+refusal is an ``OSError`` like the fsync's own, and the writes it covered are not
+acknowledged. On a file system without ``fallocate`` there is nothing to ask, and the check
+is skipped.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class JournalCheck:
 
     def __init__(self, descriptor: int, length: int) -> None:
         self._descriptor = descriptor
-        self._length = length  # bytes at the start of the file, written before any check
+        self._length = length  # the bytes asked about, from the start (allocated at the first call)
         self.supported = True
 
     def check(self) -> None:
