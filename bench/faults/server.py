@@ -8,12 +8,13 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import httpx
+
+from bench.lib.servers import free_port as free_port  # re-exported for the suite
 
 from .config import FaultConfig
 
@@ -23,12 +24,6 @@ STOP_TIMEOUT = 10.0
 
 class ServerError(Exception):
     """The server did not start, or died."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def server_environment(config: FaultConfig, database_url: str) -> dict[str, str]:

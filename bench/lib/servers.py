@@ -5,6 +5,7 @@ durable files are on a real disk."""
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
@@ -55,10 +56,32 @@ def require_real_disk(directory: Path) -> None:
 
 
 def free_port() -> int:
-    """A port nothing listens on, so runs never collide with a server left running."""
+    """A port nothing listens on, so runs never collide with a server left running; picked
+    below the kernel's ephemeral range where there is room. A port the kernel hands out
+    itself (``bind`` to 0) may go to an outgoing connection between the pick and the bind of
+    a server started seconds later (a Patroni node's PostgreSQL was refused its port so)."""
+    low = _ephemeral_low()
+    for _ in range(50 if low > _LOWEST else 0):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", random.randrange(_LOWEST, low)))
+            except OSError:
+                continue  # taken: another
+            return int(sock.getsockname()[1])
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+_LOWEST = 10_000  # above the well-known services a machine runs (PostgreSQL, Redis...)
+
+
+def _ephemeral_low() -> int:
+    """The first port of the range the kernel picks outgoing connections' ports from."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def pinned(command: list[str], cpus: str | None) -> list[str]:
