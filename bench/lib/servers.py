@@ -62,18 +62,23 @@ def free_port() -> int:
     a server started seconds later (a Patroni node's PostgreSQL was refused its port so)."""
     low = _ephemeral_low()
     for _ in range(50 if low > _LOWEST else 0):
+        port = random.randrange(_LOWEST, low)
+        if port in _HANDED_OUT:
+            continue  # given to a caller whose server may not have bound it yet
         with socket.socket() as sock:
             try:
-                sock.bind(("127.0.0.1", random.randrange(_LOWEST, low)))
+                sock.bind(("127.0.0.1", port))
             except OSError:
                 continue  # taken: another
-            return int(sock.getsockname()[1])
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
 _LOWEST = 10_000  # above the well-known services a machine runs (PostgreSQL, Redis...)
+_HANDED_OUT: set[int] = set()  # this process's picks: never the same port twice
 
 
 def _ephemeral_low() -> int:
