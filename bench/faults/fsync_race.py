@@ -62,14 +62,17 @@ def one_run(directory: Path, delay: float) -> tuple[int, int]:
                 os.close(other)
 
         threads = [threading.Thread(target=append), threading.Thread(target=checkpoint)]
-        for thread in threads:
-            thread.start()
-        time.sleep(delay)
-        fs.trigger_error()
-        time.sleep(0.05)
-        stop.set()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.start()
+            time.sleep(delay)
+            fs.trigger_error()
+            time.sleep(0.05)
+        finally:  # a failed trigger must not leave the threads running forever
+            stop.set()
+            for thread in threads:
+                if thread.is_alive():
+                    thread.join()
         os.close(descriptor)
         flush.close()
         fs.unmount()

@@ -21,6 +21,18 @@ def creates(first_id: int, profile: bool = False) -> Load:
     return Load(script="create.lua", env=env, profile=profile)
 
 
+def paced_creates(first_id: int, rate: int) -> Load:
+    """Creates as ``creates``, at a fixed rate: their cost at a load that is no one's ceiling."""
+    env = {"PLANTSTORE_BENCH_ID_BASE": str(first_id), "PLANTSTORE_BENCH_RATE": str(rate)}
+    return Load(script="paced_create.lua", env=env)
+
+
+def paced_list(rate: int) -> Load:
+    """list 10 at a fixed rate, timed as wrk times it (from the send): for its CPU, not its
+    tail (``paced`` is for the tail)."""
+    return Load(script="paced.lua", env={"PLANTSTORE_BENCH_RATE": str(rate)})
+
+
 def deletes(layout: Layout) -> Load:
     """Deletes over the seeded range, each id once, so every answer should be 204."""
     return Load(script="delete.lua", env={"PLANTSTORE_BENCH_DELETE_FROM": str(layout.delete_from)})

@@ -180,3 +180,20 @@ def median_and_range(values: list[float]) -> tuple[float, float, float] | None:
     if not values:
         return None
     return statistics.median(values), min(values), max(values)
+
+
+def ratio_span(median: float, low: float, high: float) -> str:
+    """A ratio over rounds as the targets state it: "1.23x [1.10-1.30]"."""
+    return f"{median:.2f}x [{low:.2f}-{high:.2f}]"
+
+
+def span_text(values: list[float], form: str = "{:.2f}") -> str:
+    """A figure over rounds as a report prints it: "median [lowest-highest]", the median alone
+    for one round, "-" for none."""
+    found = median_and_range(values)
+    if found is None:
+        return "-"
+    median, low, high = found
+    if len(values) == 1:
+        return form.format(median)
+    return f"{form.format(median)} [{form.format(low)}-{form.format(high)}]"

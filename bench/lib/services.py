@@ -44,17 +44,25 @@ ECHO_APP = "bench.apps.reference_app:create_echo_app"
 
 
 def start_reference(
-    options: Options, token: str, interface: str = "asgi", *, echo: bool = False
+    options: Options,
+    token: str,
+    interface: str = "asgi",
+    *,
+    echo: bool = False,
+    workers: int = 1,
+    pinned: bool = True,
 ) -> Server:
-    """The bare reference app under the same granian, on the same core as the service;
-    ``echo``: its ASGI twin that returns X-Request-ID, for a paced run timed from the schedule."""
+    """The bare reference app under the same granian, on the same core as the service (or,
+    not ``pinned``, free on every core, as the workers phase runs it); ``echo``: its ASGI twin
+    that returns X-Request-ID, for a paced run timed from the schedule."""
     granian = str(Path(sys.executable).parent / "granian")
     command = [granian, "--interface", interface, "--loop", options.reference_loop]
+    command += ["--workers", str(workers)]
     command += ["--factory", ECHO_APP if echo else REFERENCE_APPS[interface]]
-    log = options.workdir / f"reference-{interface}{'-echo' if echo else ''}.log"
-    process, url = launch(
-        command, log, options.server_cpus, {}, ready_path=LIST_10, cwd=HERE.parent
-    )
+    many = f"-{workers}-workers" if workers > 1 else ""
+    log = options.workdir / f"reference-{interface}{'-echo' if echo else ''}{many}.log"
+    cpus = options.server_cpus if pinned else None
+    process, url = launch(command, log, cpus, {}, ready_path=LIST_10, cwd=HERE.parent)
     return Server(process, url, token)
 
 

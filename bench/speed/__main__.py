@@ -9,8 +9,10 @@ peers on SQLite (speed/peer_phase.py): plantstore beside FastAPI + sqlite3 and a
 Starlette app, on the same pinning and data. The bare reference app under
 the same granian, measured before and after all that, is the ceiling rates are shown against.
 Then SQLite with ``--workers 1`` against ``--workers 2`` on one file in interleaved rounds,
-wrk pinned and the server free (speed/workers_phase.py), and the write ceiling of that file. Then list 10 with a JWT beside
-list 10 with a pst_ token, pinned (speed/jwt_phase.py). Then another user's paced latency with
+wrk pinned and the server free (speed/workers_phase.py), and the write ceiling of that file;
+then creates at one paced rate with 1 and 2 workers beside the bare app with 1 and 2 workers
+at that rate (speed/workers_paced.py). Then list 10 with a JWT beside list 10 with a pst_
+token, pinned (speed/jwt_phase.py). Then another user's paced latency with
 and without a purge of 10,000 expired sandbox users x 100 plants running
 (speed/sandbox_phase.py). Then PostgreSQL with ``--workers 2``, unpinned, and the PostgreSQL
 peers. Prints the tables and the targets; writes the same as JSON to bench/results/.

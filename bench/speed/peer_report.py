@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.lib.measure import median_and_range
+from bench.lib.measure import median_and_range, ratio_span
 
 from .peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer
 from .peer_phase import (
@@ -117,11 +117,7 @@ def _cells(contender: Contender, ours: Contender | None, top: float | None) -> l
     if contender.name == PLANTSTORE or ours is None:
         return [*cells, "-"]
     spans = [median_and_range(round_ratios(ours, contender, key)) for key in ("list10", "create")]
-    return [*cells, " / ".join("-" if r is None else _span(*r) for r in spans)]
-
-
-def _span(median: float, low: float, high: float) -> str:
-    return f"{median:.2f}x [{low:.2f}-{high:.2f}]"
+    return [*cells, " / ".join("-" if r is None else ratio_span(*r) for r in spans)]
 
 
 def _notes(contender: Contender) -> list[str]:

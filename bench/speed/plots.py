@@ -86,6 +86,8 @@ def _workers(payload: dict[str, Any]) -> Figure | None:
         result = row["measurement"].get("result")
         if result is None or row.get("writers", "each") != "each":  # the default's rows
             continue
+        if row["scenario"] not in SCENARIOS:  # flat out only: a paced rate is the same at each
+            continue
         rate = result["requests"] / result["seconds"] if result["seconds"] else 0.0
         runs.setdefault((row["scenario"], row["workers"]), []).append((rate, result["p99_ms"]))
     series: dict[str, list[tuple[int, float, float]]] = {}

@@ -37,6 +37,7 @@ from .phases import (
 )
 from .sandbox_phase import SandboxResult, not_run_result, sandbox_purge
 from .webhooks_phase import webhook_phase
+from .workers_paced import second_worker
 from .workers_phase import WorkerRow, not_run_rows, sqlite_workers
 
 
@@ -85,7 +86,8 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
         workers = not_run_rows("--skip-workers")
     else:
         print("SQLite, --workers 1 then 2 on one file in rounds, wrk pinned", flush=True)
-        workers = sqlite_workers(options, layout, args.peer_rounds)
+        after = second_worker(args.peer_rounds)
+        workers = sqlite_workers(options, layout, args.peer_rounds, after)
     if args.skip_jwt:
         rows += jwt_not_run("--skip-jwt")
     else:

@@ -7,11 +7,10 @@ passing or failing.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bench.lib.measure import Measurement, median_and_range
+from bench.lib.measure import Measurement, median_and_range, ratio_span
 from bench.lib.wrk import WrkResult
 
 BIG_TABLE = 1_000_000  # the "1M stored" of the stored-rows target
@@ -41,9 +40,12 @@ def floor_over_rounds(name: str, floor: float, ratios: list[float], middle: str)
     """A ratio held to a floor over interleaved rounds: the median of the rounds' ratios
     against it, with their range (``middle`` describes the median round), unsettled when the
     range straddles the floor. ``ratios`` must not be empty."""
-    median, low, high = statistics.median(ratios), min(ratios), max(ratios)
+    span = median_and_range(ratios)
+    if span is None:
+        raise ValueError("a ratio over rounds needs at least one round")
+    median, low, high = span
     rounds = f"over {len(ratios)} round{'s' * (len(ratios) > 1)}"
-    measured = f"{median:.2f}x [{low:.2f}-{high:.2f}] {rounds} ({middle})"
+    measured = f"{ratio_span(median, low, high)} {rounds} ({middle})"
     settled = low >= floor or high < floor
     return Target(
         name, f">= {floor:g}x", measured, median >= floor, settled, [median, low, high], floor

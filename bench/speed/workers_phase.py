@@ -10,7 +10,8 @@ metrics listener (on a free port of its own) is scraped, so each row carries the
 their time, the timeouts and the commits of that run alone. Each round also runs creates on
 two workers with one writer for the machine (``PLANTSTORE_SQLITE_WRITERS=one``), the
 alternative, beside the default. Then the write ceiling of the one file: durable creates with
-four workers, once.
+four workers, once; then, through ``sqlite_workers``' ``after``, the same load at both counts
+(``workers_paced``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import math
 import os
 import subprocess
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,10 @@ from bench.lib.services import start_service
 WORKER_COUNTS = (1, 2)  # the table and its ratio targets: two workers over one
 CEILING_WORKERS = 4  # creates only: where one file's write lock stops paying for workers
 SCENARIOS = (("list10", "list 10"), ("create", "create (durable)"), ("mix", "mix 80/10/10"))
+# workers_paced's: plantstore's creates, and the bare reference app's list 10, at one rate
+PACED, BARE = "create_paced", "bare_paced"
+PACED_SCENARIOS = ((PACED, "create (durable), paced"), (BARE, "bare app list 10, paced"))
+LABELS = dict(SCENARIOS + PACED_SCENARIOS)
 # Ids no other phase uses (lib/loads.py takes 1..3 x 10**12 for creates, 1,000,001 up for
 # deletes): a block of create ids per run, a delete range per mix run.
 CREATE_IDS = 4 * 10**12
@@ -150,33 +156,39 @@ def workers_layout(layout: Layout, runs: int) -> Layout:
     )
 
 
-def sqlite_workers(options: Options, layout: Layout, rounds: int) -> list[WorkerRow]:
+# after the rounds, on the same file: (options, url, token, the rows so far) -> more rows
+After = Callable[[Options, str, str, list[WorkerRow]], list[WorkerRow]]
+
+
+def sqlite_workers(
+    options: Options, layout: Layout, rounds: int, after: After | None = None
+) -> list[WorkerRow]:
     """Every row of the phase: the three scenarios at 1 and 2 workers in ``rounds``
-    interleaved rounds, then creates at 4 once."""
+    interleaved rounds, then creates at 4 once, then ``after``'s rows (workers_paced)."""
     runs = rounds * len(WORKER_COUNTS)
     own = workers_layout(layout, runs)
     try:
         url, token = fresh_sqlite(options, "workers", own)
     except FAILURES as exc:
-        return not_run_rows(f"seeding failed: {_why(exc)}")
+        return not_run_rows(f"seeding failed: {failure_text(exc)}")
     rows: list[WorkerRow] = []
     for run in range(runs):
         workers, round_ = WORKER_COUNTS[run % len(WORKER_COUNTS)], run // len(WORKER_COUNTS)
         loads = {
             "list10": Load(),
-            "create": creates(_ids(2 * run)),
-            "mix": _mix(_ids(2 * run + 1), own.delete_from + run * layout.mix_delete_count),
+            "create": creates(create_ids(2 * run)),
+            "mix": _mix(create_ids(2 * run + 1), own.delete_from + run * layout.mix_delete_count),
         }
-        rows += _serve(options, url, token, workers, loads, round_)
+        rows += serve(options, url, token, workers, loads, round_)
         if workers == 2:  # the alternative: one writer for the machine, creates only
-            one = {"create": creates(_ids(2 * run + 1) + ID_BLOCK // 2)}
-            rows += _serve(options, url, token, workers, one, round_, writers="one")
-    ceiling = {"create": creates(_ids(2 * runs))}
-    rows += _serve(options, url, token, CEILING_WORKERS, ceiling, 0)
-    return rows
+            one = {"create": creates(create_ids(2 * run + 1) + ID_BLOCK // 2)}
+            rows += serve(options, url, token, workers, one, round_, writers="one")
+    ceiling = {"create": creates(create_ids(2 * runs))}
+    rows += serve(options, url, token, CEILING_WORKERS, ceiling, 0)
+    return rows + (after(options, url, token, rows) if after is not None else [])
 
 
-def _ids(block: int) -> int:
+def create_ids(block: int) -> int:
     return CREATE_IDS + block * ID_BLOCK
 
 
@@ -188,7 +200,7 @@ def _mix(first_create: int, first_delete: int) -> Load:
     return Load(script="mix.lua", env=env)
 
 
-def _serve(
+def serve(
     options: Options,
     url: str,
     token: str,
@@ -212,7 +224,10 @@ def _serve(
         try:
             warm_up(server, wrk_pinned)
             for scenario, load in loads.items():
-                key, label = _key(workers, scenario, writers), _label(workers, scenario, writers)
+                key, label = (
+                    row_key(workers, scenario, writers),
+                    row_label(workers, scenario, writers),
+                )
                 before, busy = scrape(port), _all_cores_busy()
                 row = measure(server, load, wrk_pinned, key, label)
                 lock = scrape(port).since(before)
@@ -227,11 +242,11 @@ def _serve(
         finally:
             server.stop()
     except FAILURES as exc:
-        why = _why(exc)
+        why = failure_text(exc)
         print(f"    failed: {why}", flush=True)
         done = {row.scenario for row in rows}
         rows += [
-            _not_run(workers, scenario, why, round_, writers)
+            not_run_row(workers, scenario, why, round_, writers)
             for scenario in loads
             if scenario not in done
         ]
@@ -254,29 +269,31 @@ def _unpinned_figures(row: Measurement, busy: float) -> None:
     row.other_cpu_share = max(0.0, busy - ours) / wall if wall else None
 
 
-def _why(exc: BaseException) -> str:
+def failure_text(exc: BaseException) -> str:
     detail = str(getattr(exc, "stderr", None) or exc).strip().splitlines()
     return (detail or [type(exc).__name__])[-1][:300]
 
 
-def _key(workers: int, scenario: str, writers: str = "each") -> str:
+def row_key(workers: int, scenario: str, writers: str = "each") -> str:
+    if scenario == BARE:
+        return f"bare_workers{workers}_list10_paced"
     return f"sqlite_workers{workers}_{scenario}" + ("_one_writer" if writers == "one" else "")
 
 
-def _label(workers: int, scenario: str, writers: str = "each") -> str:
-    what = dict(SCENARIOS)[scenario]
+def row_label(workers: int, scenario: str, writers: str = "each") -> str:
+    what = LABELS[scenario]
     one = ", one writer for the machine" if writers == "one" else ""
     return f"{what}, {workers} worker{'s' if workers > 1 else ''}{one}"
 
 
-def _not_run(
+def not_run_row(
     workers: int, scenario: str, why: str, round_: int = 0, writers: str = "each"
 ) -> WorkerRow:
-    key, label = _key(workers, scenario, writers), _label(workers, scenario, writers)
+    key, label = row_key(workers, scenario, writers), row_label(workers, scenario, writers)
     return WorkerRow(workers, scenario, not_run(key, label, why), None, round_, writers)
 
 
 def not_run_rows(why: str) -> list[WorkerRow]:
     """The phase's rows, kept in the report as not run (``--skip-workers``, a failed seed)."""
-    rows = [_not_run(n, key, why) for n in WORKER_COUNTS for key, _ in SCENARIOS]
-    return [*rows, _not_run(CEILING_WORKERS, "create", why)]
+    rows = [not_run_row(n, key, why) for n in WORKER_COUNTS for key, _ in SCENARIOS]
+    return [*rows, not_run_row(CEILING_WORKERS, "create", why)]
