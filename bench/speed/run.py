@@ -92,7 +92,7 @@ def run_all(options: Options, args: argparse.Namespace, layout: Layout) -> Phase
         rows += jwt_not_run("--skip-jwt")
     else:
         print("SQLite, list 10 with a JWT and with a pst_ token, pinned", flush=True)
-        rows += jwt_rows(options)
+        rows += jwt_rows(options, args.peer_rounds)
     if args.skip_sandbox:
         sandbox = not_run_result("--skip-sandbox", args.sandbox_users)
     else:

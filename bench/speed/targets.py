@@ -62,12 +62,12 @@ def targets(
         _list_share(rows.get("list10"), top),
         _at_least("durable creates, 32 conns, 1 process", rows.get("create"), 8_000),
         _group_commit_gain(rows.get("create"), rows.get("create_no_group_commit")),
-        _paced_p99(_rounds(rows, "list10_paced"), _rounds(rows, "ref_paced")),
+        _paced_p99(by_round(rows, "list10_paced"), by_round(rows, "ref_paced")),
         _stored_ratio(rows.get("list10_paced"), rows.get("list10_paced_small")),
         _at_least("PostgreSQL --workers 2, list 10", rows.get("pg_list10"), 10_000),
         _at_least("PostgreSQL --workers 2, creates", rows.get("pg_create"), 5_000),
-        _pooled_share("list 10", _rounds(rows, "pgb_list10"), _rounds(rows, "pg_list10")),
-        _pooled_share("creates", _rounds(rows, "pgb_create"), _rounds(rows, "pg_create")),
+        _pooled_share("list 10", by_round(rows, "pgb_list10"), by_round(rows, "pg_list10")),
+        _pooled_share("creates", by_round(rows, "pgb_create"), by_round(rows, "pg_create")),
         _peak_rss(ours),
         _all_2xx(ours),
     ]
@@ -134,7 +134,7 @@ def _group_commit_gain(on: Measurement | None, off: Measurement | None) -> Targe
     return check("creates, group commit on vs off", ">= 4x", [on, off], judge)
 
 
-def _rounds(rows: dict[str, Measurement], key: str) -> list[Measurement | None]:
+def by_round(rows: dict[str, Measurement], key: str) -> list[Measurement | None]:
     """A paced row's rounds: round 1 under ``key``, the others under ``key_r2``, ``key_r3``…"""
     more = sorted((name for name in rows if name.startswith(f"{key}_r")), key=_round_number)
     return [rows.get(key), *(rows[name] for name in more)]
