@@ -110,24 +110,18 @@ def jwt_target(rows: dict[str, Measurement]) -> Target:
     """Each round's list 10 with a JWT against the mean of the pst_ runs on either side of
     it; the rounds' median, with their range, against the floor."""
     name, goal = "list 10 with a JWT vs a pst_ token", f">= {RATIO}x"
-    jwts, psts = by_round(rows, ROWS[1][0]), by_round(rows, ROWS[2][0])
-    needed = [rows.get(ROWS[0][0]), *jwts, *psts]
+    count = len(by_round(rows, ROWS[1][0]))
+    needed = [rows.get(key) for key, _ in round_rows(count)]  # in run order: pst_, JWT, pst_...
     missing = [row for row in needed if row is None or row.result is None]
     if missing:
         return Target(name, goal, next((r.note for r in missing if r is not None), "not run"), None)
     rates = [_rate(row) for row in needed]
-    count = len(jwts)
-    befores, withs, afters = (
-        rates[0:1] + rates[1 + count : -1],
-        rates[1 : 1 + count],
-        rates[1 + count :],
-    )
+    around = [(rates[at - 1], rates[at], rates[at + 1]) for at in range(1, len(rates), 2)]
     ratios = [
-        with_jwt / ((before + after) / 2) if before + after else 0.0
-        for before, with_jwt, after in zip(befores, withs, afters, strict=True)
+        jwt / ((before + after) / 2) if before + after else 0.0 for before, jwt, after in around
     ]
-    middle = sorted(range(count), key=lambda index: ratios[index])[(count - 1) // 2]
-    figures = f"{withs[middle]:,.0f} vs {befores[middle]:,.0f} / {afters[middle]:,.0f} req/s"
+    before, with_jwt, after = around[sorted(range(count), key=ratios.__getitem__)[(count - 1) // 2]]
+    figures = f"{with_jwt:,.0f} vs {before:,.0f} / {after:,.0f} req/s"
     return floor_over_rounds(name, RATIO, ratios, f"median round {figures}")
 
 

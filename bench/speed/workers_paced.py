@@ -16,7 +16,7 @@ import dataclasses
 import statistics
 
 from bench.lib.loads import paced_creates, paced_list
-from bench.lib.measure import Options, measure, span_text, warm_up
+from bench.lib.measure import Options, span_text, warm_up
 from bench.lib.services import start_reference
 
 from .workers_phase import (
@@ -30,6 +30,7 @@ from .workers_phase import (
     WorkerRow,
     create_ids,
     failure_text,
+    measure_unpinned,
     not_run_row,
     row_key,
     row_label,
@@ -84,13 +85,11 @@ def _bare(options: Options, token: str, workers: int, rate: int, round_: int) ->
         server = start_reference(options, token, workers=workers, pinned=False)
         try:
             warm_up(server, wrk_pinned)
-            row = measure(server, paced_list(rate), wrk_pinned, key, label)
+            row = measure_unpinned(server, paced_list(rate), options, key, label)
         finally:
             server.stop()
     except FAILURES as exc:
         return not_run_row(workers, BARE, failure_text(exc), round_)
-    row.pinned = False
-    row.postgres_cpu_us_per_request = None
     row.note = f"granian --workers {workers}, paced at {rate:,}/s; {WHERE}"
     return WorkerRow(workers, BARE, row, None, round_)
 

@@ -31,7 +31,7 @@ from bench.lib.loads import creates, fresh_sqlite
 from bench.lib.measure import Load, Measurement, Options, measure, not_run, warm_up
 from bench.lib.procstat import core_busy_seconds
 from bench.lib.seed import Layout
-from bench.lib.servers import free_port
+from bench.lib.servers import Server, free_port
 from bench.lib.services import start_service
 
 WORKER_COUNTS = (1, 2)  # the table and its ratio targets: two workers over one
@@ -228,11 +228,9 @@ def serve(
                     row_key(workers, scenario, writers),
                     row_label(workers, scenario, writers),
                 )
-                before, busy = scrape(port), _all_cores_busy()
-                row = measure(server, load, wrk_pinned, key, label)
+                before = scrape(port)
+                row = measure_unpinned(server, load, options, key, label)
                 lock = scrape(port).since(before)
-                _unpinned_figures(row, _all_cores_busy() - busy)
-                row.pinned = False
                 row.note = f"--workers {workers}, PLANTSTORE_SQLITE_WRITERS={writers}; {WHERE}"
                 if lock.missing:
                     row.note += (
@@ -251,6 +249,19 @@ def serve(
             if scenario not in done
         ]
     return rows
+
+
+def measure_unpinned(
+    server: Server, load: Load, options: Options, key: str, label: str
+) -> Measurement:
+    """``load`` on a server free on every core, wrk pinned to its own: the row, with the
+    machine's CPU that was neither theirs."""
+    wrk_pinned = dataclasses.replace(options, server_cpus=None)  # wrk's core alone
+    busy = _all_cores_busy()
+    row = measure(server, load, wrk_pinned, key, label)
+    _unpinned_figures(row, _all_cores_busy() - busy)
+    row.pinned = False
+    return row
 
 
 def _all_cores_busy() -> float:
