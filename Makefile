@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ARGS ?=
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: run test node-tools pgbouncer lint typecheck bench bench-group-commit bench-trees bench-backends torture faults fuzz soak slow-clients clean
+.PHONY: run test test-fast node-tools pgbouncer lint typecheck bench bench-group-commit bench-trees bench-backends torture faults fuzz soak slow-clients clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("plantstore needs Python >= 3.11") if sys.version_info < (3, 11) else None'
@@ -23,8 +23,21 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml constraints.txt
 run: $(VENV)/.installed-run
 	$(BIN)/plantstore serve
 
+# The whole suite: the `serial` tests alone, then the rest side by side on TEST_WORKERS
+# processes (their waits for servers overlap; a module sharing a server stays on one). ARGS
+# narrow it: make test ARGS="tests/plants", ARGS="-m 'not postgres'"; docs/development.md has
+# more. pytest exits 5 when a selection holds no test: no serial test among ARGS is no failure.
+TEST_WORKERS ?= 4
+PYTEST := $(BIN)/pytest
+TIERS := server or root or container or cluster or browser or serial
 test: lint typecheck node-tools pgbouncer
-	$(BIN)/pytest
+	$(PYTEST) -m serial $(ARGS) || [ $$? -eq 5 ]
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m "not serial" $(ARGS)
+
+# The loop to run while working: lint, types, and every test that needs no process beyond
+# pytest's own (no server, and so no PostgreSQL: SQLite in-process), on one process per core.
+test-fast: lint typecheck
+	$(PYTEST) -n auto --dist loadgroup -m "not ($(TIERS) or postgres)" $(ARGS)
 
 # Node programs the tests run, exactly as each package-lock.json pins them: node-oidc-provider
 # (the real identity provider of the JWT tests) and the docs platforms' checkers (Redocly,
@@ -67,17 +80,17 @@ $(VENV)/.installed-fuzz: $(VENV)/.installed-dev
 
 # Crash safety: >= 100 SIGKILLs under concurrent writes, on SQLite and PostgreSQL.
 torture: $(VENV)/.installed-dev
-	$(BIN)/python -m bench.torture $(ARGS)
+	$(BIN)/python -m trials.torture $(ARGS)
 
 # Faults of the environment under load (needs root): disk full, I/O error, frozen file system,
 # the database file removed or replaced; PostgreSQL ending connections, restarting, stopped;
 # a second serve on a taken port. make faults ARGS="--only disk-full,frozen --seconds 4"
 faults: $(VENV)/.installed-dev
-	$(BIN)/python -m bench.faults $(ARGS)
+	$(BIN)/python -m trials.faults $(ARGS)
 
 # Bad input at volume: schemathesis (>= 10,000 requests per backend) and atheris.
 fuzz: $(VENV)/.installed-fuzz
-	$(BIN)/python -m bench.fuzz $(ARGS)
+	$(BIN)/python -m trials.fuzz $(ARGS)
 
 # Ten minutes of open-loop mixed load at half the maximum rate.
 soak: $(VENV)/.installed-run $(VENV)/.installed-bench

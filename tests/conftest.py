@@ -5,7 +5,9 @@
 - ``servers``: real ``plantstore serve`` processes and their helpers;
 - ``calls``: tokens through the CLI (``issue_token``, ``alice``, ``bob``), headers, and
   the check of an Error body;
-- ``hooks``: no skips in CI, and no developer's PLANTSTORE_* variable in a test.
+- ``hooks``: no skips in CI, and no developer's PLANTSTORE_* variable in a test;
+- ``tiers``: the markers that say what a test needs beyond this process, and the guard that
+  keeps them true.
 
 Test modules import helpers from those modules.
 """
@@ -18,6 +20,7 @@ import pytest
 pytest.register_assert_rewrite("tests.fixtures")
 
 pytest_plugins = [
+    "tests.fixtures.tiers",
     "tests.fixtures.hooks",
     "tests.fixtures.backends",
     "tests.fixtures.calls",

@@ -24,6 +24,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from plantstore.db.migrate import upgrade
+
 URL_VARIABLE = "PLANTSTORE_TEST_POSTGRES_URL"
 REQUIRE_VARIABLE = "PLANTSTORE_TEST_REQUIRE_POSTGRES"
 
@@ -72,6 +74,7 @@ class PostgresServer:
         self.admin_url = admin_url
         self._prefix = prefix
         self._made: list[str] = []
+        self._template: str | None = None
 
     def create_database(self) -> str:
         """Create an empty database and return its URL."""
@@ -80,11 +83,24 @@ class PostgresServer:
         self._made.append(name)
         return with_database(self.admin_url, name)
 
+    def create_migrated_database(self) -> str:
+        """A database migrated to head: a copy of this process's template (``CREATE DATABASE
+        ... TEMPLATE`` takes ~70 ms where the migrations take ~600)."""
+        if self._template is None:
+            url = self.create_database()
+            upgrade(url)
+            self._template = database_of(url)
+        name = f"{self._prefix}_{uuid.uuid4().hex[:10]}"
+        run_sql(self.admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{self._template}"')
+        self._made.append(name)
+        return with_database(self.admin_url, name)
+
     def drop_all(self) -> None:
         for name in self._made:
             with contextlib.suppress(asyncpg.PostgresError, OSError):
                 run_sql(self.admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         self._made.clear()
+        self._template = None
 
 
 def postgres_binaries() -> Path | None:
@@ -124,7 +140,12 @@ class ThrowawayCluster:
 
     def _run(self, *command: str) -> None:
         subprocess.run(
-            [*self._run_as, *command], check=True, capture_output=True, text=True, timeout=120
+            [*self._run_as, *command],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=self.directory,  # one the postgres user may enter, unlike a root-only clone
         )
 
     def configure(self, **settings: str) -> None:

@@ -1,16 +1,18 @@
 """The house keeps its plan: features above the mechanics (the import-linter contract in
 pyproject.toml), no import circle anywhere (an import inside a function counts), small
-modules, a short top level, tests that mirror the source, and a repository that never talks
-about its own issue tracker."""
+modules, a short top level, tests that mirror the source and lean on no benchmark, and a
+repository that never talks about its own issue tracker."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import grimp
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "plantstore"
@@ -58,6 +60,7 @@ def test_no_module_imports_a_module_that_imports_it_back() -> None:
     assert import_circles() == []
 
 
+@pytest.mark.server
 def test_the_layers_contract_is_kept() -> None:
     """The same check ``make lint`` runs with ``lint-imports``."""
     lint_imports = Path(sys.executable).parent / "lint-imports"
@@ -103,6 +106,32 @@ def test_test_files_sit_in_folders() -> None:
     assert flat == ["test_architecture.py"]
 
 
+def imported_top_packages(path: Path) -> set[str]:
+    """The top-level packages a module imports by absolute name (an import inside a function
+    counts)."""
+    tops: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            tops.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops.add(node.module.split(".")[0])
+    return tops
+
+
+def test_the_tests_and_the_trials_import_nothing_from_bench() -> None:
+    """What the tests share with the benchmarks (free ports, servers, PgBouncer, the trials'
+    harnesses) lives in harness/ and trials/, which bench/ imports too, never the reverse."""
+    modules = [
+        path for folder in ("tests", "harness", "trials") for path in (ROOT / folder).rglob("*.py")
+    ]
+    leaning = [
+        str(path.relative_to(ROOT)) for path in modules if "bench" in imported_top_packages(path)
+    ]
+    assert leaning == []
+    assert len(modules) > 100
+
+
+@pytest.mark.server
 def test_the_repository_does_not_talk_about_its_tracker() -> None:
     tracked = subprocess.run(
         ["git", "ls-files"], capture_output=True, text=True, cwd=ROOT, check=True

@@ -21,9 +21,10 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from bench.lib.postgres import postgres_database
-from bench.lib.servers import HERE, Server, require_real_disk, start_server
+from bench.lib.place import HERE, require_real_disk
 from bench.lib.wrk import WrkResult, run_wrk
+from harness.postgres import postgres_database
+from harness.servers import Server, start_server
 
 RESULTS = HERE / "results"
 

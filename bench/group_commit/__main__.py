@@ -16,8 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.lib.servers import HERE, require_real_disk, start_server
+from bench.lib.place import HERE, require_real_disk
 from bench.lib.wrk import run_wrk
+from harness.servers import start_server
 
 RESULTS = HERE / "results"
 

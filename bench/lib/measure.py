@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import pyspy
-from .procstat import (
+from harness.procstat import (
     context_switches,
     core_busy_seconds,
     cpu_list,
@@ -26,7 +25,9 @@ from .procstat import (
     process_tree,
     runqueue_wait_seconds,
 )
-from .servers import Server
+from harness.servers import Server
+
+from . import pyspy
 from .wrk import WrkResult, run_wrk
 
 LIST_10 = "/plants?limit=10"

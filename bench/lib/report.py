@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .measure import Measurement
-from .servers import HERE
+from .place import HERE
 
 COLUMNS = (
     ("scenario", 32),

@@ -6,8 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.servers import UNLIMITED, Server, free_port, launch
+
 from .measure import LIST_10, Options
-from .servers import HERE, UNLIMITED, Server, free_port, launch
+from .place import HERE
 
 
 def start_service(

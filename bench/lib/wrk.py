@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .servers import pinned
+from harness.servers import pinned
 
 LUA = Path(__file__).parent / "lua"  # wrk's scripts, named by Load.script
 

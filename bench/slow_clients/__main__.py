@@ -47,9 +47,10 @@ from typing import Any
 from bench.lib import report
 from bench.lib.loads import fresh_sqlite
 from bench.lib.measure import Load, Measurement, Options, measure, warm_up
+from bench.lib.place import HERE
 from bench.lib.seed import Layout
-from bench.lib.servers import HERE, Server
 from bench.lib.services import LIMITS_OFF, serve_limits_off
+from harness.servers import Server
 
 from .attack import AttackResult, run_attack, show_attack
 from .attacker import ATTACKS

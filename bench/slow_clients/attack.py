@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, field
 
 from bench.lib.measure import Load, Measurement, Options, measure
-from bench.lib.procstat import process_tree
-from bench.lib.servers import Server
+from harness.procstat import process_tree
+from harness.servers import Server
 
 from .attacker import Attack, Attacker, AttackRun, Point, sockets_of
 

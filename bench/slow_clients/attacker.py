@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.lib.procstat import open_files, process_tree, rss_mb, worker_pids
-from bench.lib.servers import Server, pinned
+from harness.procstat import open_files, process_tree, rss_mb, worker_pids
+from harness.servers import Server, pinned
 
 CONTENT_LENGTH_SLOW = 8_192  # slowhttptest -B's declared body: well under the 64 KiB limit
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -31,8 +31,8 @@ from typing import Any
 
 from bench.lib.loads import creates
 from bench.lib.measure import Load, Measurement, Options, measure
-from bench.lib.procstat import cpu_list, rss_mb, worker_pids
-from bench.lib.servers import Server, pinned
+from harness.procstat import cpu_list, rss_mb, worker_pids
+from harness.servers import Server, pinned
 
 from .attacker import ATTACKS, Attacker
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from bench.lib.servers import Server
+from harness.servers import Server
 
 from .conn import Conn, describe, request_head
 

@@ -30,10 +30,10 @@ from typing import Any
 from bench.lib import report
 from bench.lib.loads import fresh_sqlite, half_rate, mix
 from bench.lib.measure import Measurement, Options, measure, warm_up
-from bench.lib.procstat import open_files, process_tree
+from bench.lib.place import HERE
 from bench.lib.seed import BENCH_USER, MIX_DELETES_PER_SECOND, Layout
-from bench.lib.servers import HERE
 from bench.lib.services import LIMITS_OFF, serve_limits_off
+from harness.procstat import open_files, process_tree
 
 from .paced import Soak, paced_soak
 from .verdict import baseline_index, summary

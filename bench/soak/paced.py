@@ -12,7 +12,8 @@ from pathlib import Path
 
 from bench.lib.loads import CREATE_IDS
 from bench.lib.measure import LIST_10, Measurement, Options
-from bench.lib.procstat import (
+from bench.lib.wrk import LUA, WrkResult, parse_wrk
+from harness.procstat import (
     core_busy_seconds,
     cpu_list,
     cpu_seconds,
@@ -22,8 +23,7 @@ from bench.lib.procstat import (
     rss_mb,
     worker_pids,
 )
-from bench.lib.servers import Server, pinned
-from bench.lib.wrk import LUA, WrkResult, parse_wrk
+from harness.servers import Server, pinned
 
 
 @dataclass

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from bench.lib import latest, report
 from bench.lib.measure import Options
+from bench.lib.place import HERE, require_real_disk
 from bench.lib.seed import Layout
-from bench.lib.servers import HERE, require_real_disk
 
 from . import peer_report, workers_report
 from .publish import publish as published

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from bench.lib.loads import sqlite_path
 from bench.lib.measure import LIST_10, Load, Measurement, Options, measure, warm_up
+from bench.lib.place import HERE, require_real_disk
 from bench.lib.seed import prepare
-from bench.lib.servers import HERE, require_real_disk
 from bench.lib.services import start_service
 from bench.lib.wrk import run_wrk
 from plantstore.auth.tokens import hash_token, new_token

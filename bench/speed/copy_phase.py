@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.lib.postgres import postgres_database, postgres_problem
+from bench.lib.place import HERE
 from bench.lib.seed import prepare
-from bench.lib.servers import HERE
+from harness.postgres import postgres_database, postgres_problem
 
 TARGET_SECONDS = 60.0  # for a million plants, SQLite → PostgreSQL
 

@@ -17,7 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.lib.servers import HERE, Server, launch
+from bench.lib.place import HERE
+from harness.servers import Server, launch
 
 PEERS_DIR = HERE / "peers"
 # What a reader of the report needs to know a peer by (the rest is pinned in its file too).

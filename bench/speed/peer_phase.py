@@ -27,10 +27,10 @@ import asyncpg
 
 from bench.lib.loads import CREATE_IDS, creates
 from bench.lib.measure import LIST_10, Load, Measurement, Options, measure, not_run, warm_up
-from bench.lib.postgres import postgres_database, postgres_problem
 from bench.lib.seed import prepare
-from bench.lib.servers import Server
 from bench.lib.services import start_service
+from harness.postgres import postgres_database, postgres_problem
+from harness.servers import Server
 
 from .peer_envs import FASTAPI_ASYNCPG, FASTAPI_SQLITE, STARLETTE_NAIVE, Peer, start_peer
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.lib import pgbouncer
 from bench.lib.loads import (
     CREATE_IDS,
     GROUP_COMMIT_OFF_IDS,
@@ -28,10 +27,11 @@ from bench.lib.loads import (
     sqlite_path,
 )
 from bench.lib.measure import Load, Measurement, Options, measure, not_run, warm_up
-from bench.lib.postgres import postgres_database, postgres_problem
 from bench.lib.seed import Layout, count_plants, prepare, seed_postgres
-from bench.lib.servers import Server
 from bench.lib.services import start_reference, start_service
+from harness import pgbouncer
+from harness.postgres import postgres_database, postgres_problem
+from harness.servers import Server
 
 PG_LABEL = "PostgreSQL, 2 workers"
 PGB_LABEL = "PostgreSQL through PgBouncer (transaction pooling), 2 workers"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib import latest
-from bench.lib.servers import HERE
+from bench.lib.place import HERE
 
 from . import plots
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from bench.lib.measure import Load, Measurement, Options, measure, not_run, warm_up
 from bench.lib.seed import BENCH_USER, LIST_PLANTS, prepare
-from bench.lib.servers import Server
 from bench.lib.services import start_service
+from harness.servers import Server
 
 PLANTS_EACH = 100
 RATES = {"create": 100, "list10": 400}  # per second: well below saturation on two shared cores

@@ -28,9 +28,10 @@ from pathlib import Path
 
 from bench.lib.loads import creates, fresh_sqlite, sqlite_path
 from bench.lib.measure import Measurement, Options, measure, warm_up
+from bench.lib.place import HERE
 from bench.lib.seed import Layout
-from bench.lib.servers import HERE, Server, launch
 from bench.lib.services import start_service
+from harness.servers import Server, launch
 
 IDS = 5 * 10**12  # create ids of their own (bench.speed's phases use 1e12 to 3e12)
 PRIVATE_OK = "true"  # PLANTSTORE_WEBHOOK_ALLOW_PRIVATE: the receiver is on loopback

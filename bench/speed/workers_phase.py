@@ -29,10 +29,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.lib.loads import creates, fresh_sqlite
 from bench.lib.measure import Load, Measurement, Options, measure, not_run, warm_up
-from bench.lib.procstat import core_busy_seconds
 from bench.lib.seed import Layout
-from bench.lib.servers import Server, free_port
 from bench.lib.services import start_service
+from harness.procstat import core_busy_seconds
+from harness.servers import Server, free_port
 
 WORKER_COUNTS = (1, 2)  # the table and its ratio targets: two workers over one
 CEILING_WORKERS = 4  # creates only: where one file's write lock stops paying for workers

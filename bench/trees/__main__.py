@@ -25,9 +25,10 @@ from pathlib import Path
 
 from bench.lib.loads import creates, paced, sqlite_path
 from bench.lib.measure import LIST_10, Load, Measurement, Options, measure, warm_up
+from bench.lib.place import HERE, require_real_disk
 from bench.lib.seed import Layout, prepare, seed_sqlite
-from bench.lib.servers import HERE, Server, require_real_disk
 from bench.lib.services import start_service
+from harness.servers import Server
 
 SCENARIOS = {"list 10": Load(path=LIST_10), "create": creates(10**12)}
 PACED = "list 10 paced"  # with --paced RATE: p99 from the schedule, not a rate

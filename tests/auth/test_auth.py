@@ -330,6 +330,7 @@ def test_revocation_bites_a_running_server_within_one_second(live_server: LiveSe
 
 
 @pytest.mark.backends("sqlite", "postgres")  # servers of its own
+@pytest.mark.server
 def test_tokens_looked_up_after_a_start_are_not_looked_up_again(
     db_url: str, tmp_path: Path, issue_token: IssueToken
 ) -> None:

@@ -48,6 +48,7 @@ def test_the_generation_moves_with_what_a_cache_must_not_miss(db_url: str) -> No
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
+@pytest.mark.server
 def test_a_cached_token_is_refused_within_a_second_of_its_revocation(
     store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

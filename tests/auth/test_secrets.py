@@ -7,11 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from plantstore import __version__
 from tests.fixtures.backends import stored_data
 from tests.fixtures.calls import IssueToken, bearer
 from tests.fixtures.servers import start_server, stop_server
+
+pytestmark = pytest.mark.server
 
 GUESSED = "pst_" + "G" * 43  # well-formed, never issued
 MALFORMED = "not-a-token-but-secret-looking-0123456789"

@@ -91,6 +91,7 @@ def test_token_create_prints_the_token_alone_on_the_last_line(db_url: str) -> No
     assert token_from_output(stdout) == last
 
 
+@pytest.mark.server
 def test_token_create_on_the_real_command_line(db_url: str) -> None:
     result = plantstore("--database", db_url, "token", "create", "alice")
     assert result.returncode == 0, result.stderr
@@ -99,6 +100,7 @@ def test_token_create_on_the_real_command_line(db_url: str) -> None:
     assert "pst_" not in result.stderr
 
 
+@pytest.mark.server
 def test_a_command_starts_without_the_servers_runtime(db_url: str) -> None:
     """Only ``serve`` needs granian, the server's runtime: loading it would add its import
     time to every command an operator or a script runs."""
@@ -194,6 +196,7 @@ def test_a_zero_expires_in_is_said_to_be_not_positive(db_url: str, duration: str
 
 
 @pytest.mark.parametrize("duration", ["10", "-1d", "abc"])
+@pytest.mark.server
 def test_expires_in_rejects_bad_durations_on_the_real_command_line(
     db_url: str, duration: str
 ) -> None:
@@ -213,6 +216,7 @@ def test_invalid_user_names_are_rejected(db_url: str, user: str) -> None:
     assert list_json(db_url) == []
 
 
+@pytest.mark.server
 def test_invalid_user_name_on_the_real_command_line(db_url: str) -> None:
     result = plantstore("--database", db_url, "token", "create", "two words")
     assert result.returncode != 0
@@ -309,6 +313,7 @@ def test_a_revoked_token_is_refused(db_url: str, settings: Settings) -> None:
     assert 'error="invalid_token"' in response.headers["www-authenticate"]
 
 
+@pytest.mark.server
 def test_revoking_twice_fails_with_one_line(db_url: str) -> None:
     run_cli(db_url, "token", "create", "alice")
     [record] = list_json(db_url)
@@ -319,6 +324,7 @@ def test_revoking_twice_fails_with_one_line(db_url: str) -> None:
     assert str(record["id"]) in line
 
 
+@pytest.mark.server
 def test_revoking_an_unknown_id_fails_with_one_line(db_url: str) -> None:
     run_cli(db_url, "token", "create", "alice")
     result = plantstore("--database", db_url, "token", "revoke", "999999")
@@ -349,6 +355,7 @@ def test_the_database_holds_the_hash_not_the_token(db_url: str) -> None:
         assert hashlib.sha256(token.encode()).hexdigest().encode() in data
 
 
+@pytest.mark.server
 def test_the_database_of_the_real_command_holds_only_the_hash(db_url: str) -> None:
     result = plantstore("--database", db_url, "token", "create", "alice")
     assert result.returncode == 0, result.stderr
@@ -362,6 +369,7 @@ def test_the_database_of_the_real_command_holds_only_the_hash(db_url: str) -> No
 # --- version, db upgrade ------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_version_prints_the_package_version() -> None:
     result = plantstore("--version")
     assert result.returncode == 0, result.stderr
@@ -390,6 +398,7 @@ def test_db_upgrade_creates_the_database_and_is_idempotent(tmp_path: Path) -> No
     assert hashlib.sha256(token.encode()).hexdigest().encode() in stored_data(url)
 
 
+@pytest.mark.server
 def test_db_upgrade_on_the_real_command_line_twice(tmp_path: Path) -> None:
     path = tmp_path / "twice.db"
     url = f"sqlite:///{path}"
@@ -403,6 +412,7 @@ def test_db_upgrade_on_the_real_command_line_twice(tmp_path: Path) -> None:
 # --- where the database comes from --------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_the_environment_variable_names_the_database(tmp_path: Path) -> None:
     path = tmp_path / "from-env.db"
     url = f"sqlite:///{path}"
@@ -417,6 +427,7 @@ def test_the_environment_variable_names_the_database(tmp_path: Path) -> None:
     assert [json.loads(line)["user"] for line in listed.stdout.splitlines() if line] == ["alice"]
 
 
+@pytest.mark.server
 def test_the_flag_wins_over_the_environment(tmp_path: Path) -> None:
     env_path = tmp_path / "env.db"
     flag_path = tmp_path / "flag.db"
@@ -433,12 +444,14 @@ def test_the_flag_wins_over_the_environment(tmp_path: Path) -> None:
     assert not env_path.exists()
 
 
+@pytest.mark.server
 def test_a_relative_url_resolves_against_the_working_directory(tmp_path: Path) -> None:
     result = plantstore("--database", "sqlite:///relative.db", "db", "upgrade", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "relative.db").exists()
 
 
+@pytest.mark.server
 def test_a_relative_url_from_the_environment(tmp_path: Path) -> None:
     result = plantstore(
         "token",
@@ -454,6 +467,7 @@ def test_a_relative_url_from_the_environment(tmp_path: Path) -> None:
     assert hashlib.sha256(token.encode()).hexdigest().encode() in stored_data(f"sqlite:///{path}")
 
 
+@pytest.mark.server
 def test_an_absolute_url_is_absolute(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     workdir = tmp_path / "workdir"
@@ -514,6 +528,7 @@ def test_an_absolute_url_is_absolute(tmp_path: Path) -> None:
         ),
     ],
 )
+@pytest.mark.server
 def test_a_bad_setting_stops_with_one_line(
     tmp_path: Path, env: dict[str, str], args: list[str], names: str
 ) -> None:
@@ -529,6 +544,7 @@ def test_a_bad_setting_stops_with_one_line(
 # --- the first serve issues a token for 'default' -----------------------------------------------
 
 
+@pytest.mark.server
 def test_first_serve_issues_one_token_for_default_and_later_serves_do_not(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -559,6 +575,7 @@ def test_first_serve_issues_one_token_for_default_and_later_serves_do_not(
     assert [record["user"] for record in list_json(first.db_url)] == ["default"]
 
 
+@pytest.mark.server
 def test_serve_issues_no_token_when_one_already_exists(db_url: str, tmp_path: Path) -> None:
     url = db_url
     run_cli(url, "token", "create", "alice")
@@ -571,6 +588,7 @@ def test_serve_issues_no_token_when_one_already_exists(db_url: str, tmp_path: Pa
     assert [record["user"] for record in list_json(url)] == ["alice"]
 
 
+@pytest.mark.server
 def test_serve_issues_no_token_when_only_revoked_tokens_exist(db_url: str, tmp_path: Path) -> None:
     """'If no token exists yet': a revoked token still exists, so nothing new is issued."""
     url = db_url
@@ -588,6 +606,7 @@ def test_serve_issues_no_token_when_only_revoked_tokens_exist(db_url: str, tmp_p
 
 
 @pytest.mark.parametrize("command", [["db", "upgrade"], ["token", "list"], ["serve"]])
+@pytest.mark.server
 def test_an_unreachable_postgres_stops_with_one_line(command: list[str]) -> None:
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/plantstore"  # nothing listens there
     env = {"PLANTSTORE_DATABASE_URL": url, "PLANTSTORE_PORT": str(free_port())}
@@ -596,6 +615,7 @@ def test_an_unreachable_postgres_stops_with_one_line(command: list[str]) -> None
     assert "cannot open the database" in line, line
 
 
+@pytest.mark.server
 def test_a_missing_postgres_database_is_named_in_one_line(postgres: PostgresServer) -> None:
     url = with_database(postgres.admin_url, "plantstore_no_such_database")
     line = assert_one_line_error(plantstore("--database", url, "token", "list"))
@@ -603,6 +623,7 @@ def test_a_missing_postgres_database_is_named_in_one_line(postgres: PostgresServ
     assert "does not exist" in line, line
 
 
+@pytest.mark.server
 def test_the_serve_banner_hides_the_database_password(
     postgres: PostgresServer, tmp_path: Path
 ) -> None:

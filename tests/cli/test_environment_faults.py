@@ -22,6 +22,8 @@ from plantstore.cli import main
 from tests.fixtures.calls import run_cli
 from tests.fixtures.servers import free_port
 
+pytestmark = pytest.mark.server
+
 Stage = Callable[[Path], contextlib.AbstractContextManager[str]]
 
 # Each command, with {db}: the database URL, {spare}: a path in a healthy directory.

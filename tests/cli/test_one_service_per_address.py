@@ -29,6 +29,8 @@ from tests.fixtures.servers import (
     stop_server,
 )
 
+pytestmark = pytest.mark.server
+
 REFUSAL_SECONDS = 5.0
 REQUESTS = 20
 

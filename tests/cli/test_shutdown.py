@@ -35,7 +35,7 @@ from typing import Any, Literal
 import httpx
 import pytest
 
-from bench.lib.procstat import running
+from harness.procstat import running
 from plantstore.processes.forks import PARENT_DEATH_SIGNAL
 from tests.fixtures.calls import IssueToken, bearer
 from tests.fixtures.servers import (
@@ -49,6 +49,8 @@ from tests.fixtures.servers import (
     stop_server,
     wait_for_started_workers,
 )
+
+pytestmark = pytest.mark.server
 
 USERS = ("alice", "bob", "carol")
 THREADS = 6

@@ -39,7 +39,7 @@ def write_as_previous_version(db_url: str, token: str) -> None:
 
 @pytest.fixture
 def fresh_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    return new_database_url(backend, tmp_path, request)
+    return new_database_url(backend, tmp_path, request, migrated=False)
 
 
 def test_the_history_has_a_previous_version_to_upgrade_from() -> None:

@@ -27,6 +27,8 @@ import pytest
 
 from plantstore.settings import cgroup_cpu_quota, default_workers
 
+pytestmark = [pytest.mark.container, pytest.mark.root]
+
 ROOT = Path(__file__).resolve().parents[2]
 SLOW = pytest.mark.timeout(900)  # the first test builds the base and the image
 BASE_IMAGE = "localhost/plantstore-base"
@@ -95,13 +97,20 @@ def run_flags() -> list[str]:
     return ["--runtime", "runc", f"--ulimit=nofile={files}:{files}", "--ulimit=nproc=4096:4096"]
 
 
+def user_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pytest's directory for this user (``/tmp/pytest-of-root``), which outlives a run: above
+    the run's own, and above each xdist worker's inside that."""
+    base = tmp_path_factory.getbasetemp()
+    return next((path for path in base.parents if path.name.startswith("pytest-of-")), base.parent)
+
+
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The Dockerfile built on a fresh bookworm base (the base's tarball reused across runs)."""
     for tool in ("podman", "runc", "debootstrap"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (apt-get install podman runc debootstrap)")
-    tarball = tmp_path_factory.getbasetemp().parent / "plantstore-bookworm-base.tar"
+    tarball = user_temp(tmp_path_factory) / "plantstore-bookworm-base.tar"
     if not tarball.exists():
         root = tmp_path_factory.mktemp("bookworm")
         subprocess.run(

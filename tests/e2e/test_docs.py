@@ -121,6 +121,7 @@ def broken_links(path: Path) -> list[str]:
     return problems
 
 
+@pytest.mark.server
 def test_every_relative_link_in_the_markdown_leads_somewhere() -> None:
     files = markdown_files()
     assert ROOT / "README.md" in files
@@ -193,6 +194,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     stop_server(server)
 
 
+@pytest.mark.server
 def test_the_served_document_and_the_routes_beyond_it_match_the_tables(served: str) -> None:
     """Against a real server: the served /openapi.json agrees with the tables, and each
     operation the tables name beyond it (the document itself, the docs page) answers its

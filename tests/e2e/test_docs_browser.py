@@ -23,6 +23,8 @@ from tests.auth.jwt.jwt_support import TestProvider
 from tests.fixtures.calls import bearer
 from tests.fixtures.servers import LiveServer, start_server, stop_server
 
+pytestmark = [pytest.mark.browser, pytest.mark.server]
+
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless on a machine with no GPU, no sandbox privileges and no outside network: without the
 # background-networking flags chromium calls Google's services on its own.

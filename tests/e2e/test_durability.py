@@ -16,6 +16,8 @@ from tests.fixtures.backends import new_database_url
 from tests.fixtures.calls import bearer
 from tests.fixtures.servers import all_plants, kill_server, start_server, stop_server
 
+pytestmark = pytest.mark.server
+
 
 def test_acknowledged_create_survives_an_immediate_kill(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest

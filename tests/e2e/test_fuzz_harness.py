@@ -1,5 +1,5 @@
-"""Every atheris harness in bench/fuzz/harnesses/ works: from its seeds, a few thousand
-coverage-guided runs, and no crash. ``make fuzz`` (``python -m bench.fuzz``) runs them for over
+"""Every atheris harness in trials/fuzz/harnesses/ works: from its seeds, a few thousand
+coverage-guided runs, and no crash. ``make fuzz`` (``python -m trials.fuzz``) runs them for over
 a million."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.fuzz import harnesses
+from trials.fuzz import harnesses
 
 # A skip while collecting: with PLANTSTORE_TEST_NO_SKIPS=1 (CI) conftest makes it an error.
 pytest.importorskip(
@@ -66,6 +66,7 @@ def test_every_harness_is_found() -> None:
 
 
 @pytest.mark.parametrize("name", HARNESSES)
+@pytest.mark.server
 def test_harness_runs_without_a_crash(
     name: str, results: dict[str, Future[subprocess.CompletedProcess[str]]]
 ) -> None:

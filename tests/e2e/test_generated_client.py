@@ -24,6 +24,8 @@ import pytest
 
 from tests.fixtures.servers import LiveServer, start_server, stop_server
 
+pytestmark = pytest.mark.server
+
 PACKAGE = "plant_store_client"
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
 # The generator's default post-hooks run ruff from PATH; the client must not depend on them.

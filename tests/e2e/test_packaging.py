@@ -299,6 +299,7 @@ def outside_environment(venv: Path, **extra: str) -> dict[str, str]:
 
 
 @SLOW
+@pytest.mark.server
 def test_wheel_ships_docs_and_migrations_but_not_tests(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = {name for name in archive.namelist() if not name.endswith("/")}
@@ -314,7 +315,8 @@ def test_wheel_ships_docs_and_migrations_but_not_tests(wheel: Path) -> None:
     assert files_under(PACKAGE) <= names, "the wheel lacks part of src/plantstore"
     tops = {name.split("/")[0] for name in names}
     assert tops == {"plantstore", wheel.name.split("-py")[0] + ".dist-info"}, tops
-    assert not [name for name in names if "tests/" in name or "bench/" in name]
+    outside = ("tests/", "bench/", "harness/", "trials/")
+    assert not [name for name in names if any(part in name for part in outside)]
     assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
 
 
@@ -390,6 +392,7 @@ def run_in_venv(venv: Path, cwd: Path, *command: str, **extra: str) -> str:
 
 
 @SLOW
+@pytest.mark.server
 def test_installed_wheel_runs_the_quick_start(venv: Path, served: Served, tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'x.db'}"
     # The code that runs is the installed copy, not src/ and not the project's .venv.
@@ -453,6 +456,7 @@ def test_installed_wheel_runs_the_quick_start(venv: Path, served: Served, tmp_pa
 
 
 @SLOW
+@pytest.mark.server
 def test_dockerfile_healthcheck_runs_against_the_installed_server(
     venv: Path, served: Served, tmp_path: Path
 ) -> None:

@@ -44,6 +44,7 @@ def test_readme_mentions_both_front_door_commands() -> None:
     assert "make test" in text
 
 
+@pytest.mark.server
 def test_quickstart_runs_as_written(tmp_path: Path) -> None:
     steps = quickstart()
     assert len(steps) == 4
@@ -114,6 +115,7 @@ def wait_for(url: str) -> None:
     shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists(),
     reason="nginx is not installed (apt-get install nginx-light); .ci/run installs it",
 )
+@pytest.mark.server
 def test_the_nginx_example_balances_and_fails_over(
     two_instances: list[LiveServer], tmp_path: Path
 ) -> None:

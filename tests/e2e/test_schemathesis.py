@@ -32,6 +32,7 @@ def widening_options() -> tuple[str, str]:
     return SCHEMATHESIS_EXAMPLES, SCHEMATHESIS_SEED
 
 
+@pytest.mark.server
 def test_schemathesis_finds_nothing(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -106,6 +107,7 @@ def test_the_widening_settings_are_the_ones_pytest_was_started_with() -> None:
     assert seed.isdigit(), f"{SCHEMATHESIS_SEED_VARIABLE}={seed!r}: not a seed"
 
 
+@pytest.mark.server
 def test_setting_the_widening_variables_reaches_the_run(tmp_path: Path) -> None:
     """The test above with both variables set, in a pytest of its own (CI sets neither, and
     the check only bites when they are set)."""

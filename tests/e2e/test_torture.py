@@ -3,7 +3,7 @@ creates and deletes by several users and tokens, then every acknowledged write c
 20 more on SQLite served by two workers, some of one worker alone, some of the whole server.
 (``make torture --supervisor-kill-chance`` also kills the supervisor alone.)
 
-``make torture`` runs the same engine (bench/torture/) with 100 kills per backend.
+``make torture`` runs the same engine (trials/torture/) with 100 kills per backend.
 """
 
 from __future__ import annotations
@@ -14,16 +14,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.torture.client import Client, Op, Outcome, Signals
-from bench.torture.config import TortureConfig, TortureResult
-from bench.torture.engine import run_torture
-from bench.torture.judge import Key, judge
-from bench.torture.victim import Victim
+from trials.torture.client import Client, Op, Outcome, Signals
+from trials.torture.config import TortureConfig, TortureResult
+from trials.torture.engine import run_torture
+from trials.torture.judge import Key, judge
+from trials.torture.victim import Victim
 
 KILLS = 20
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.server
 def test_sigkill_torture_loses_and_resurrects_nothing(
     backend: str, db_url: str, tmp_path: Path
 ) -> None:
@@ -45,6 +46,7 @@ def test_sigkill_torture_loses_and_resurrects_nothing(
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("writers", ["each", "one"])
+@pytest.mark.server
 def test_sigkill_torture_of_two_sqlite_workers_one_at_a_time_or_all(
     writers: str, tmp_path: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""The fault suite (``python -m bench.faults``, bench/faults/), bounded for CI: each fault of
+"""The fault suite (``python -m trials.faults``, trials/faults/), bounded for CI: each fault of
 the environment staged for real, once, with short holds, under a running ``plantstore serve``
 and its create load, and every target of the contract asserted on its own.
 
@@ -18,10 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.faults import config, ext4, report, suite
 from plantstore.db.sqlite.connection import connect
 from plantstore.db.sqlite.ops import WriteOp
 from plantstore.db.sqlite.writer import Writer
+from trials.faults import config, ext4, report, suite
+
+# Loop devices are the machine's: the tests that attach them run one at a time, on one worker.
+pytestmark = [pytest.mark.root, pytest.mark.server, pytest.mark.xdist_group("loop-devices")]
 
 SECONDS = 2.0  # each fault held (a freeze: three write deadlines, 6 s)
 
@@ -40,8 +43,8 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[suite.Suite]:
 
 
 def test_the_suite_is_imported_from_the_repository_root() -> None:
-    assert suite.__name__ == "bench.faults.suite"
-    assert Path(suite.__file__).parent.parent.name == "bench"
+    assert suite.__name__ == "trials.faults.suite"
+    assert Path(suite.__file__).parent.parent.name == "trials"
 
 
 def _make_table(conn: sqlite3.Connection) -> None:

@@ -19,6 +19,8 @@ import pytest
 from tests.fixtures.calls import run_cli, token_from_output
 from tests.fixtures.servers import LiveServer, start_server, stop_server
 
+pytestmark = pytest.mark.server
+
 DEADLINE = 2.0  # the header deadline here (10 s shipped)
 IDLE_CONNECTIONS = 2_000  # twice the concurrency budget granian had by default (1,024)
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from limits import parse
 
 from plantstore.http.machine_budget import STALE_LOCK_S, MachineBudget, MachineTable, hex_key
@@ -34,6 +35,7 @@ def on_new_connection(server: LiveServer, headers: dict[str, str]) -> httpx.Resp
         return http.get("/plants", headers=headers)
 
 
+@pytest.mark.server
 def test_three_workers_admit_one_token_budget(tmp_path: Path) -> None:
     # Per hour: a budget refills a request every 2 minutes, none while the test runs, so
     # exactly 30 are admitted (at 30/minute one more would be, legitimately, every 2 s).
@@ -48,6 +50,7 @@ def test_three_workers_admit_one_token_budget(tmp_path: Path) -> None:
     assert len({answered_by(answer) for answer in answers}) > 1, "one worker answered all"
 
 
+@pytest.mark.server
 def test_three_workers_count_one_failed_login_budget(tmp_path: Path) -> None:
     server = serve_three(tmp_path, PLANTSTORE_AUTH_FAILURE_LIMIT="12/hour")
     try:

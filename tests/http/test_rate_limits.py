@@ -107,6 +107,7 @@ def redis_available() -> bool:
 
 
 @pytest.mark.skipif(not redis_available(), reason="no Redis on 127.0.0.1:6379")
+@pytest.mark.server
 def test_instances_sharing_redis_share_one_budget(
     postgres: pg.PostgresServer, tmp_path: Path
 ) -> None:
@@ -140,6 +141,7 @@ def test_an_unreachable_redis_leaves_requests_served_and_says_so(
 
 
 @pytest.mark.skipif(not redis_available(), reason="no Redis on 127.0.0.1:6379")
+@pytest.mark.server
 def test_the_redis_budget_admits_no_more_than_the_limit_across_a_window_edge(
     tmp_path: Path,
 ) -> None:

@@ -359,6 +359,7 @@ with TestClient(app) as client:
 """
 
 
+@pytest.mark.server
 def test_allow_lists_the_methods_in_one_order_in_every_process(tmp_path: Path) -> None:
     """Instances behind one address answer alike: the order of ``Allow`` does not follow
     the process's string hashing (each process of Python seeds it anew)."""

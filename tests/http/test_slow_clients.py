@@ -12,6 +12,8 @@ import pytest
 
 from tests.fixtures.servers import LiveServer, start_server, stop_server
 
+pytestmark = pytest.mark.server
+
 DEADLINE = 2.0  # seconds, for both deadlines here (the defaults are 10 s and 30 s)
 
 

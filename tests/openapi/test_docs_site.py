@@ -92,11 +92,13 @@ def operations(document: dict[str, Any]) -> set[str]:
     } | {f"webhook {name}" for name in document.get("webhooks", {})}
 
 
+@pytest.mark.server
 def test_servers_name_the_public_address_or_the_server_itself(served: Served) -> None:
     expected = "/" if served.sandbox else PUBLIC_URL
     assert [server["url"] for server in served.document["servers"]] == [expected]
 
 
+@pytest.mark.server
 def test_every_tag_is_described_and_used(served: Served) -> None:
     tags = {tag["name"]: tag.get("description", "") for tag in served.document["tags"]}
     assert all(len(description) > 20 for description in tags.values()), tags
@@ -111,6 +113,7 @@ def test_every_tag_is_described_and_used(served: Served) -> None:
     assert ("sandbox" in tags) is served.sandbox
 
 
+@pytest.mark.server
 def test_redocly_recommended_rules_find_nothing(served: Served) -> None:
     result = run(
         tool("redocly"),
@@ -134,12 +137,14 @@ def test_redocly_config_switches_off_only_what_it_explains() -> None:
     assert "# /healthz and /readyz take no token" in config
 
 
+@pytest.mark.server
 def test_mintlify_accepts_the_document(served: Served) -> None:
     result = run(tool("mint"), "openapi-check", served.path.name, cwd=served.path.parent)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OpenAPI definition is valid" in result.stdout + result.stderr
 
 
+@pytest.mark.server
 def test_mintlify_makes_a_page_per_operation(served: Served) -> None:
     out = served.path.parent / "mintlify-pages"
     result = run(
@@ -161,6 +166,7 @@ def test_mintlify_makes_a_page_per_operation(served: Served) -> None:
     assert ("post /sandbox/tokens" in pages) is served.sandbox
 
 
+@pytest.mark.server
 def test_the_docs_page_status_table_matches_the_served_document(served: Served) -> None:
     """docs/docs-sites.md lists each operation it documents with the statuses it answers."""
     if not served.sandbox:  # the sandbox operation is in the document only in sandbox mode

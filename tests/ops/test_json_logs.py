@@ -7,9 +7,12 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.fixtures.calls import bearer
 from tests.fixtures.servers import start_server, stop_server, wait_for_started_workers
+
+pytestmark = pytest.mark.server
 
 
 def test_every_line_of_a_first_start_and_a_stop_is_a_json_object(tmp_path: Path) -> None:

@@ -143,6 +143,7 @@ def instrumented(db_url: str, log_path: Path, *args: str, **env: str) -> Iterato
         stop_server(server)
 
 
+@pytest.mark.server
 def test_requests_are_counted_by_route_template_and_status(
     db_url: str, tmp_path: Path, issue_token: IssueToken
 ) -> None:
@@ -172,6 +173,7 @@ def test_requests_are_counted_by_route_template_and_status(
     assert "BREW" not in after
 
 
+@pytest.mark.server
 def test_latency_store_and_commit_metrics_move(
     db_url: str, backend: str, tmp_path: Path, issue_token: IssueToken
 ) -> None:
@@ -200,6 +202,7 @@ def test_latency_store_and_commit_metrics_move(
         assert writes >= 5  # every create went through a commit (the token touch may too)
 
 
+@pytest.mark.server
 def test_a_client_that_leaves_mid_body_is_a_499_not_a_500(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'left.db'}"
     with instrumented(db_url, tmp_path / "server.log") as live:
@@ -237,6 +240,7 @@ def test_a_client_that_leaves_mid_body_is_a_499_not_a_500(tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.server
 def test_metrics_stay_off_the_api_address(tmp_path: Path) -> None:
     """The API's address serves the contract's routes only: /metrics there is a 404."""
     with instrumented(f"sqlite:///{tmp_path / 'm.db'}", tmp_path / "server.log") as live:
@@ -289,6 +293,7 @@ def api_address(server: LiveServer) -> tuple[str, int]:
     return host, int(port)
 
 
+@pytest.mark.server
 def test_the_metrics_listener_is_the_address_given_and_nothing_else(tmp_path: Path) -> None:
     """The converse of the next test, and what makes it able to fail: the listener that the
     setting asks for is seen among the tree's listening sockets."""
@@ -299,6 +304,7 @@ def test_the_metrics_listener_is_the_address_given_and_nothing_else(tmp_path: Pa
         assert "plantstore_http_requests_total" in live.scrape()
 
 
+@pytest.mark.server
 def test_metrics_off_opens_no_listener(tmp_path: Path) -> None:
     """With ``off``, the API's address is the only one the server and its workers listen
     on: not the default metrics port, not any other."""
@@ -365,6 +371,7 @@ def holder_of(port: int) -> str:
     return done.stdout.strip() or "ss names no listener now"
 
 
+@pytest.mark.server
 def test_metrics_are_served_on_the_shipped_default_address(tmp_path: Path) -> None:
     """No PLANTSTORE_METRICS_ADDRESS at all: /metrics on 127.0.0.1:9464, loopback only."""
     with default_metrics_port_to_ourselves():
@@ -391,6 +398,7 @@ def test_metrics_are_served_on_the_shipped_default_address(tmp_path: Path) -> No
     assert counted == 1, answer.text[:2000]
 
 
+@pytest.mark.server
 def test_a_second_server_on_the_machine_serves_without_the_taken_default_metrics_address(
     tmp_path: Path,
 ) -> None:
@@ -420,6 +428,7 @@ def test_a_second_server_on_the_machine_serves_without_the_taken_default_metrics
     assert "Traceback" not in log
 
 
+@pytest.mark.server
 def test_a_taken_metrics_address_stops_serve_with_one_line(tmp_path: Path) -> None:
     """An address the operator chose is not quietly dropped."""
     with socket.socket() as taken:
@@ -440,6 +449,7 @@ def test_a_taken_metrics_address_stops_serve_with_one_line(tmp_path: Path) -> No
 
 @pytest.mark.own_database
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
+@pytest.mark.server
 def test_totals_add_up_across_worker_processes(
     store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -479,6 +489,7 @@ def log_records(server: LiveServer) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.startswith("{")]
 
 
+@pytest.mark.server
 def test_one_json_access_line_per_request_without_the_token(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'log.db'}"
     server = start_server(db_url, tmp_path / "server.log")
@@ -522,6 +533,7 @@ def test_one_json_access_line_per_request_without_the_token(tmp_path: Path) -> N
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", record["timestamp"])
 
 
+@pytest.mark.server
 def test_a_known_callers_list_lines_name_their_user_refused_ones_too(tmp_path: Path) -> None:
     """A caller whose token the cache holds is served its list straight from granian's call,
     without a request object (``Observe.native``). Its lines still name its user: for the
@@ -549,6 +561,7 @@ def test_a_known_callers_list_lines_name_their_user_refused_ones_too(tmp_path: P
     assert isinstance(users.pop(), int)
 
 
+@pytest.mark.server
 def test_access_log_can_be_turned_off(tmp_path: Path) -> None:
     server = start_server(
         f"sqlite:///{tmp_path / 'quiet.db'}", tmp_path / "server.log", PLANTSTORE_ACCESS_LOG="false"
@@ -562,6 +575,7 @@ def test_access_log_can_be_turned_off(tmp_path: Path) -> None:
     assert not [record for record in records if record.get("logger") == "plantstore.access"]
 
 
+@pytest.mark.server
 def test_startup_line_gives_version_address_and_database(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'start.db'}"
     server = start_server(db_url, tmp_path / "server.log")
@@ -573,6 +587,7 @@ def test_startup_line_gives_version_address_and_database(tmp_path: Path) -> None
     assert server.base_url in startup["event"]
 
 
+@pytest.mark.server
 def test_startup_line_hides_the_database_password(tmp_path: Path, postgres: Any) -> None:
     url = postgres.create_database()
     with_password = url.replace("postgres@", "postgres:hunter2@", 1)

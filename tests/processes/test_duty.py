@@ -12,10 +12,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.fixtures.calls import bearer
 from tests.fixtures.servers import LiveServer, child_pids, start_workers, stop_server
 from tests.webhooks.webhook_receiver import receiver
+
+pytestmark = pytest.mark.server
 
 WORKERS = 3
 DUTY_LINE = re.compile(r"this worker runs the machine's background jobs \(pid (\d+)\)")

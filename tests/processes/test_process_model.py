@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import plantstore
 
 SOURCE = Path(plantstore.__file__).parent
@@ -25,6 +27,7 @@ print(len(hooks))
 """
 
 
+@pytest.mark.server
 def test_importing_the_service_registers_no_fork_hook() -> None:
     """Only the supervisor registers its hooks, when it starts (processes/forks.py)."""
     result = subprocess.run(

@@ -14,6 +14,8 @@ from tests.fixtures.backends import new_database_url
 from tests.fixtures.servers import child_pids, start_server, stop_server, wait_for_started_workers
 from tests.sandbox.test_sandbox import rows
 
+pytestmark = pytest.mark.server
+
 SANDBOX = {"PLANTSTORE_SANDBOX": "true", "PLANTSTORE_TRUSTED_PROXIES": "127.0.0.1"}
 VISITOR = {"X-Forwarded-For": "203.0.113.7"}
 
@@ -92,6 +94,7 @@ def test_the_address_is_stored_only_as_a_keyed_hash(tmp_path: Path) -> None:
         assert b"203.0.113.7" not in stored.read_bytes(), stored
 
 
+@pytest.mark.serial  # three issues within one second
 def test_the_purge_forgets_issues_past_the_window(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'issue.db'}"
     env = {**SANDBOX, "PLANTSTORE_SANDBOX_ISSUE_LIMIT": "2/second", "PLANTSTORE_SANDBOX_TTL": "10s"}

@@ -64,6 +64,7 @@ def create(http: httpx.Client, token: str, plant_id: int) -> httpx.Response:
     )
 
 
+@pytest.mark.server
 def test_without_sandbox_mode_the_route_does_not_exist(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -73,6 +74,7 @@ def test_without_sandbox_mode_the_route_does_not_exist(
         assert "/sandbox/tokens" not in http.get("/openapi.json").json()["paths"]
 
 
+@pytest.mark.server
 def test_a_sandbox_token_is_a_fresh_user_with_its_own_quota_and_expiry(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -111,6 +113,7 @@ def test_a_sandbox_token_is_a_fresh_user_with_its_own_quota_and_expiry(
     assert all(str(name).startswith("sandbox-") for name, _ in quotas[1:])
 
 
+@pytest.mark.server
 def test_the_own_quota_holds_on_concurrent_creates(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -137,6 +140,7 @@ def test_the_own_quota_holds_on_concurrent_creates(
     assert count == 10
 
 
+@pytest.mark.server
 def test_the_issuance_limit_answers_429_with_retry_after(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -151,6 +155,7 @@ def test_the_issuance_limit_answers_429_with_retry_after(
     assert users == [(2,)]  # the refused request created nobody
 
 
+@pytest.mark.server
 def test_the_issuance_limit_is_shared_through_redis(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -180,6 +185,7 @@ def test_the_issuance_limit_is_shared_through_redis(
         stop_server(second)
 
 
+@pytest.mark.server
 def test_an_expired_sandbox_user_is_purged_with_all_it_owns(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -205,6 +211,7 @@ def test_an_expired_sandbox_user_is_purged_with_all_it_owns(
     assert rows(server.db_url, "SELECT count(*) FROM tokens") == [(1,)]
 
 
+@pytest.mark.server
 def test_sandbox_users_still_expire_once_the_mode_is_turned_off(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -19,6 +19,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+import pytest
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
 from plantstore.openapi.docs_page import DOCS_DIR
@@ -26,6 +27,8 @@ from tests.e2e.test_docs_browser import TIMEOUT_MS, PageLog, browser, documented
 from tests.fixtures.calls import assert_error, bearer
 from tests.fixtures.servers import LiveServer, free_port, start_server, stop_server
 from tests.sandbox.test_sandbox import rows
+
+pytestmark = [pytest.mark.browser, pytest.mark.server]
 
 __all__ = ["browser"]  # the chromium fixture, shared with test_docs_browser.py
 

@@ -14,6 +14,8 @@ import pytest
 from tests.e2e.test_schemathesis import CONFIG, ROOT, SCHEMATHESIS, widening_options
 from tests.fixtures.servers import start_server, stop_server
 
+pytestmark = pytest.mark.server
+
 
 def test_schemathesis_finds_nothing_in_sandbox_mode(tmp_path: Path) -> None:
     server = start_server(

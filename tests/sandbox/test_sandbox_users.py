@@ -6,8 +6,12 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from tests.fixtures.calls import run_cli
 from tests.fixtures.servers import start_server, stop_server
+
+pytestmark = pytest.mark.server
 
 
 def test_user_list_marks_sandbox_users(tmp_path: Path) -> None:

@@ -7,10 +7,14 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests import pg
 from tests.fixtures.calls import bearer, run_cli, token_from_output
 from tests.fixtures.servers import start_server, stop_server
 from tests.webhooks.webhook_receiver import receiver
+
+pytestmark = pytest.mark.server
 
 EVENTS = 300
 

@@ -1,7 +1,7 @@
 """SIGKILLs with a subscriber attached: every change that was stored is delivered at least
 once after the restarts, and nothing is delivered for a change that was never stored.
 
-The torture engine (bench/torture/) judges the plants themselves; this test adds the events.
+The torture engine (trials/torture/) judges the plants themselves; this test adds the events.
 The outbox is written by triggers, so each stored change has exactly one delivery row. The
 checks: every delivery row ends delivered and reached the receiver (signed); per plant,
 the events in commit order alternate created, deleted, created, ..., and the last one
@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 import standardwebhooks
 
-from bench.torture.config import TortureConfig
-from bench.torture.engine import run_torture
 from tests import pg
 from tests.fixtures.calls import bearer, run_cli, token_from_output
 from tests.fixtures.servers import start_server, stop_server
 from tests.webhooks.webhook_receiver import receiver
+from trials.torture.config import TortureConfig
+from trials.torture.engine import run_torture
+
+pytestmark = pytest.mark.server
 
 KILLS = 10
 USERS = 3

@@ -11,10 +11,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.fixtures.calls import bearer
 from tests.fixtures.servers import free_port, start_server, stop_server
 from tests.webhooks.webhook_receiver import receiver
+
+pytestmark = pytest.mark.server
 
 WEBHOOKS = Path(__file__).parents[2] / "docs" / "webhooks.md"
 SWITCH = "PLANTSTORE_WEBHOOK_ALLOW_PRIVATE"

@@ -22,7 +22,7 @@ from tests.fixtures.servers import LiveServer, start_server, stop_server
 from tests.webhooks.webhook_receiver import Received, receiver
 
 # HTTP to the service alone (no in-process app, settings or logs): on the two-worker server too.
-pytestmark = pytest.mark.backends("sqlite", "postgres", "sqlite-2workers")
+pytestmark = [pytest.mark.backends("sqlite", "postgres", "sqlite-2workers"), pytest.mark.server]
 
 FAST_RETRIES = "0s,1s,1s"
 PRIVATE_OK = {"PLANTSTORE_WEBHOOK_ALLOW_PRIVATE": "true"}

@@ -146,6 +146,7 @@ def eventually_ok(server: LiveServer, token: str) -> httpx.Response:
         time.sleep(0.5)
 
 
+@pytest.mark.server
 def test_client_credentials_tokens_work_and_keys_rotate_without_a_restart(
     oidc: OidcProvider, database: str, tmp_path: Path
 ) -> None:
@@ -176,6 +177,7 @@ def test_client_credentials_tokens_work_and_keys_rotate_without_a_restart(
     assert "Traceback" not in server.log_path.read_text()
 
 
+@pytest.mark.server
 def test_a_provider_away_at_start_is_503_until_it_is_back(
     oidc: OidcProvider, database: str, tmp_path: Path
 ) -> None:

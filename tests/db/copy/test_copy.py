@@ -26,6 +26,8 @@ from tests.fixtures.backends import require_postgres
 from tests.fixtures.calls import bearer, run_cli, token_from_output
 from tests.fixtures.servers import LiveServer, all_plants, start_server, stop_server
 
+pytestmark = pytest.mark.server
+
 SERVER_ENV = {
     "PLANTSTORE_SANDBOX": "true",
     "PLANTSTORE_WEBHOOK_ALLOW_PRIVATE": "true",

@@ -155,6 +155,7 @@ class PatroniCluster:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
+                    cwd=node.directory,  # one the postgres user may enter, unlike a root-only clone
                 )
 
     def _start_etcd(self) -> None:
@@ -285,6 +286,7 @@ class PatroniCluster:
                         [*pg_ctl, "stop", "-m", "immediate", "-D", str(node.data)],
                         capture_output=True,
                         timeout=30,
+                        cwd=node.directory,
                     )
         if self._etcd is not None:
             self._etcd.kill()

@@ -21,6 +21,8 @@ from tests.fixtures.calls import bearer, run_cli, token_from_output
 from tests.fixtures.servers import start_server, stop_server
 from tests.webhooks.webhook_receiver import receiver
 
+pytestmark = pytest.mark.server
+
 WRITERS = 6
 GAP_LIMIT = 15.0  # seconds from the promotion to the next create answered 200
 AFTER_ID = 10**12  # beyond every writer's ids

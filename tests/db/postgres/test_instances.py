@@ -36,6 +36,8 @@ from tests.fixtures.servers import (
     wait_for_started_workers,
 )
 
+pytestmark = pytest.mark.server
+
 RACERS = 16  # half through each instance
 ROUNDS = 5  # each round races afresh on a new id: any one race may happen to serialise
 TOKEN_ID = re.compile(r"Token (\d+) for user")

@@ -25,6 +25,8 @@ from tests.db.postgres.test_failover import Answer, judge_answers, write_until
 from tests.fixtures.calls import run_cli, token_from_output
 from tests.fixtures.servers import start_server, stop_server
 
+pytestmark = [pytest.mark.cluster, pytest.mark.root]
+
 WRITERS = 4
 CONNECT_TIMEOUT = 1.0  # the service's, as shipped
 WRITE_AGAIN_S = 1.0  # from Patroni's promotion to the service's next create answered 200

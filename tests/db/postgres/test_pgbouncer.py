@@ -23,10 +23,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.lib import pgbouncer
+from harness import pgbouncer
 from tests import pg
 from tests.fixtures.calls import assert_error, bearer
 from tests.fixtures.servers import all_plants, free_port, start_server, stop_server
+
+pytestmark = pytest.mark.server
 
 # Each case: a pool mode, and whether the pooler keeps prepared statements (the 1.24 build).
 MODES = {

@@ -36,6 +36,8 @@ from tests.fixtures.servers import (
     stop_server,
 )
 
+pytestmark = pytest.mark.server
+
 ANSWER_BOUND = 2.5  # seconds: the promise for every answer while the database is down
 AUTH_BOUND = 1.0  # seconds: a 401 needs no database at all
 HTTP_TIMEOUT = 5.0  # larger than the bound, so a hang fails the bound instead of raising

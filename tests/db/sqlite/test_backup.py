@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from plantstore.cli import main
@@ -64,6 +65,7 @@ def copied_ids(path: Path) -> set[int]:
     return ids
 
 
+@pytest.mark.server
 def test_backup_under_write_load_holds_every_acknowledged_write(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'live.db'}"
     token = token_from_output(run_cli(db_url, "token", "create", "default"))
@@ -184,6 +186,7 @@ def test_a_restored_backup_is_read_by_the_cli_too(tmp_path: Path) -> None:
     assert "carol" in listed.output
 
 
+@pytest.mark.server
 def test_the_file_a_restore_sets_aside_is_the_way_back_and_git_ignores_it(tmp_path: Path) -> None:
     """As docs/operating.md says of ``<db>.before-restore-<UTC>``: restored like a backup, it
     brings back what the restore replaced. It and a ``.replaced-`` WAL are ignored by git."""

@@ -22,6 +22,9 @@ from plantstore.db.sqlite.database import SQLiteDatabase
 from plantstore.db.sqlite.ops import WriteOp
 from plantstore.errors import StoreUnavailable
 
+# Loop devices are the machine's: the tests that attach them run one at a time, on one worker.
+pytestmark = [pytest.mark.root, pytest.mark.xdist_group("loop-devices")]
+
 T = TypeVar("T")
 
 

@@ -14,6 +14,8 @@ import pytest
 from plantstore.db.sqlite import locks_file, ofd_lock
 from plantstore.db.sqlite.flush import WalFlush
 
+pytestmark = pytest.mark.server
+
 # A flusher in another process: it takes the fsync lock, says "started" as an fsync does,
 # and then hangs there until it is killed.
 HANG_MID_FSYNC = """

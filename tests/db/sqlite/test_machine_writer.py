@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.lib.procstat import writer_owner
+from harness.procstat import writer_owner
 from plantstore.db.migrate import upgrade
 from plantstore.db.sqlite import locks_file, ofd_lock
 from plantstore.db.sqlite.database import SQLiteDatabase
@@ -86,6 +86,7 @@ def create(base_url: str, token: str, plant_id: int, timeout: float = 10) -> htt
         )
 
 
+@pytest.mark.server
 def test_one_worker_owns_the_writer_and_every_worker_writes_through_it(tmp_path: Path) -> None:
     db = tmp_path / "machine.db"
     server = start_workers(f"sqlite:///{db}", tmp_path / "serve.log", WORKERS, **ONE_WRITER)
@@ -105,6 +106,7 @@ def test_one_worker_owns_the_writer_and_every_worker_writes_through_it(tmp_path:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.server
 def test_a_sigkilled_owner_hands_the_writer_on_within_two_seconds(tmp_path: Path) -> None:
     db = tmp_path / "machine.db"
     server = start_workers(f"sqlite:///{db}", tmp_path / "serve.log", WORKERS, **ONE_WRITER)
@@ -169,6 +171,7 @@ def test_a_sigkilled_owner_hands_the_writer_on_within_two_seconds(tmp_path: Path
     assert acknowledged <= stored, f"lost: {sorted(acknowledged - stored)[:10]}"
 
 
+@pytest.mark.server
 def test_a_process_of_another_user_is_refused_before_its_message_is_read(
     tmp_path: Path,
 ) -> None:
@@ -221,6 +224,7 @@ def test_a_process_of_another_user_is_refused_before_its_message_is_read(
     assert not proof.exists()
 
 
+@pytest.mark.server
 def test_a_worker_refuses_an_owner_of_another_user(tmp_path: Path) -> None:
     """And the other way round: a worker will not send its writes to, nor unpickle answers
     from, a listener of another user on the writer's name."""
@@ -259,6 +263,8 @@ def test_a_worker_refuses_an_owner_of_another_user(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.server
+@pytest.mark.serial  # the clock judges its 503's wait
 def test_a_stopped_owner_costs_other_workers_a_503_not_a_hang(tmp_path: Path) -> None:
     """An owner that answers nothing (SIGSTOP here; stuck, in life) keeps its lock: another
     worker's write waits out its deadline (the write timeout), then answers 503 with

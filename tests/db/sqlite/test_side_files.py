@@ -8,10 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from plantstore.db.sqlite import locks_file
 from tests.fixtures.calls import bearer, run_cli
 from tests.fixtures.servers import start_workers, stop_server
+
+pytestmark = pytest.mark.server
 
 SQLITES_OWN = ("-wal", "-shm")
 

@@ -53,6 +53,8 @@ from tests.fixtures.servers import (
 )
 from tests.ops.test_observability import Instrumented, answering_process, instrumented, sample
 
+pytestmark = pytest.mark.server
+
 WORKERS = 2
 QUOTA = 50  # PLANTSTORE_MAX_PLANTS_PER_USER of the shared server
 RATE = 5  # PLANTSTORE_RATE_LIMIT, per minute, of the rate test's server

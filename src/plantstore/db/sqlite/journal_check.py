@@ -7,7 +7,7 @@ far as jbd2's code reads, the first fsync took the transaction down with it, and
 finds it no longer running or committing, the only states it answers with the abort's error;
 so it waits for nothing. The write is then gone at the next mount, though acknowledged. The
 WAL is fsynced by the writers' flusher and by SQLite's checkpoints at once, so this can happen
-to us: ``python -m bench.faults.fsync_race`` stages it.
+to us: ``python -m trials.faults.fsync_race`` stages it.
 
 A journal handle is refused once the journal has aborted, whichever fsync saw it first. So
 after each fsync of the WAL, ``check`` asks ext4 for one: ``fallocate`` with

@@ -8,7 +8,7 @@ the credential. A token it returns has our shape and hashes without error. The w
 goes to ``_declared_body_length``, which must never raise: 0 without a body, the
 Content-Length when it is one, None when chunked or unclear.
 
-    .venv/bin/python -m bench.fuzz.harnesses.fuzz_headers -runs=100000
+    .venv/bin/python -m trials.fuzz.harnesses.fuzz_headers -runs=100000
 """
 
 from __future__ import annotations

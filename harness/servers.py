@@ -1,6 +1,5 @@
-"""What every benchmark script needs to run a server: a real ``plantstore serve`` (or any
-ASGI server) on a free port in its own session, optionally pinned to a core, and a check that
-durable files are on a real disk."""
+"""A real ``plantstore serve`` (or any ASGI server) on a free port in its own session,
+optionally pinned to a core: what the benchmarks, the trials and the tests all start."""
 
 from __future__ import annotations
 
@@ -18,9 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).parent.parent  # bench/: the jobs, apps/, peers/, results/
-
-
 # One benchmark token sends thousands of requests a second, and its user holds 351,000 plants:
 # limits far above that keep the rate limiter and the quota check running (their cost is part
 # of every figure) without ever refusing a request.
@@ -30,39 +26,14 @@ UNLIMITED = {
 }
 
 
-MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
-
-
-def filesystem_type(path: Path) -> str:
-    """The type of the filesystem ``path`` is on: its longest mount point in /proc/mounts."""
-    resolved, best, kind = path.resolve(), "", "unknown"
-    for line in Path("/proc/mounts").read_text().splitlines():
-        fields = line.split()
-        mount = fields[1].replace("\\040", " ")
-        inside = resolved == Path(mount) or Path(mount) in resolved.parents
-        if inside and len(mount) >= len(best):  # a later mount on the same point hides earlier
-            best, kind = mount, fields[2]
-    return kind
-
-
-def require_real_disk(directory: Path) -> None:
-    """Refuse to measure durable writes on a memory filesystem, where an fsync is free."""
-    kind = filesystem_type(directory)
-    if kind in MEMORY_FILESYSTEMS:
-        sys.exit(
-            f"{directory} is on {kind}: fsync costs nothing there, so durable-write figures "
-            "would be meaningless. Point the results at a real disk."
-        )
-
-
 def free_port() -> int:
     """A port nothing listens on, so runs never collide with a server left running; picked
     below the kernel's ephemeral range where there is room. A port the kernel hands out
     itself (``bind`` to 0) may go to an outgoing connection between the pick and the bind of
     a server started seconds later (a Patroni node's PostgreSQL was refused its port so)."""
-    low = _ephemeral_low()
-    for _ in range(50 if low > _LOWEST else 0):
-        port = random.randrange(_LOWEST, low)
+    lowest, low = _port_range()
+    for _ in range(50 if low > lowest else 0):
+        port = random.randrange(lowest, low)
         if port in _HANDED_OUT:
             continue  # given to a caller whose server may not have bound it yet
         with socket.socket() as sock:
@@ -79,6 +50,20 @@ def free_port() -> int:
 
 _LOWEST = 10_000  # above the well-known services a machine runs (PostgreSQL, Redis...)
 _HANDED_OUT: set[int] = set()  # this process's picks: never the same port twice
+
+
+def _port_range() -> tuple[int, int]:
+    """The ports this process picks from: all of them below the ephemeral range, or, in a
+    test run split over pytest-xdist's workers, this worker's own slice of them (workers
+    never pick the same port, each remembers only its own picks)."""
+    lowest, low = _LOWEST, _ephemeral_low()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.isdigit() or count <= 1 or low <= lowest:
+        return lowest, low
+    width = (low - lowest) // count
+    start = lowest + int(worker) * width
+    return start, start + width
 
 
 def _ephemeral_low() -> int:

@@ -6,7 +6,7 @@ routes (a DELETE of ``/plants/{id}`` with ``{id}`` one non-empty segment), leavi
 else to Starlette. ``parse_path_id`` may raise only the 400 (``BadRequest``), and accepts
 exactly a decimal int64 with an optional leading ``-``.
 
-    .venv/bin/python -m bench.fuzz.harnesses.fuzz_path -runs=100000
+    .venv/bin/python -m trials.fuzz.harnesses.fuzz_path -runs=100000
 """
 
 from __future__ import annotations

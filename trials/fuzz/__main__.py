@@ -8,7 +8,7 @@
    event log confirms): one run, then more runs with the next seeds if that was short. Each
    run uses tests/e2e/schemathesis.toml and tests/e2e/schemathesis_hooks.py, as
    tests/e2e/test_schemathesis.py does.
-2. atheris. Every harness in bench/fuzz/harnesses/ runs for its share of --atheris-runs executions,
+2. atheris. Every harness in trials/fuzz/harnesses/ runs for its share of --atheris-runs executions,
    coverage-guided from its seed corpus: body, content_type, query, path and headers fuzz
    the request parsers one by one, app drives the whole ASGI app. A crash is recorded with
    its input, and the harness goes on with the rest of its share, passing over inputs that
@@ -22,8 +22,8 @@ kept if anything failed or with --keep.
 
     make fuzz                                     # the full count: about 25 minutes
     make fuzz ARGS="--quick"                      # a smoke pass: about a minute
-    .venv/bin/python -m bench.fuzz --skip-schemathesis --harness app --atheris-runs 1000000
-    .venv/bin/python -m bench.fuzz.harnesses.fuzz_query -runs=100000   # one harness, by hand
+    .venv/bin/python -m trials.fuzz --skip-schemathesis --harness app --atheris-runs 1000000
+    .venv/bin/python -m trials.fuzz.harnesses.fuzz_query -runs=100000   # one harness, by hand
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 def main() -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.fuzz", description=__doc__.splitlines()[0]
+        prog="python -m trials.fuzz", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--quick", action="store_true", help="a smoke pass: few requests/runs")
     parser.add_argument("--skip-postgres", action="store_true")

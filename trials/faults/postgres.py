@@ -57,7 +57,12 @@ class Cluster:
     def pg_ctl(self, *arguments: str, timeout: float = 120) -> str:
         command = [*self.run_as, str(self.bin / "pg_ctl"), *arguments, "-D", str(self.data)]
         result = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            cwd=self.directory,  # one the postgres user may enter, unlike a root-only checkout
         )
         if result.returncode != 0:
             raise StagingError(
@@ -82,6 +87,7 @@ class Cluster:
             text=True,
             timeout=180,
             stdin=subprocess.DEVNULL,
+            cwd=self.directory,
         )
         if result.returncode != 0:
             raise StagingError(f"initdb failed: {result.stderr.strip()[-500:]}")

@@ -17,7 +17,7 @@ equal to the status, a message that never echoes the token) as ``application/jso
 ``WWW-Authenticate`` on a 401 and ``Allow`` on a 405; a Plant for a create, a list of Plants
 for a list, an empty 204 for a delete.
 
-    .venv/bin/python -m bench.fuzz.harnesses.fuzz_app -runs=20000
+    .venv/bin/python -m trials.fuzz.harnesses.fuzz_app -runs=20000
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ SERVICE: Service | None = None
 def start() -> Service:
     """The app on a fresh SQLite file, with its lifespan entered.
 
-    The file goes to a new directory in $PLANTSTORE_FUZZ_WORKDIR (``python -m bench.fuzz`` points it
+    The file goes to a new directory in $PLANTSTORE_FUZZ_WORKDIR (``python -m trials.fuzz`` points it
     at a RAM disk and removes it), else in the system's temporary directory, where it stays:
     libFuzzer ends the process without running Python's exit handlers. Settings come from
     the environment, as in ``plantstore serve``; the rate limits are out of reach (this

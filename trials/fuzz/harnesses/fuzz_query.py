@@ -5,7 +5,7 @@ allowed anywhere is the 400 (``BadRequest``). ``limit`` must come back as ``min(
 for a plain decimal within int32, and a cursor is accepted only if this service issued it
 to this user (checked against a fresh encoding, up to base64's two alphabets).
 
-    .venv/bin/python -m bench.fuzz.harnesses.fuzz_query -runs=100000
+    .venv/bin/python -m trials.fuzz.harnesses.fuzz_query -runs=100000
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ within a second of the fault and 200 within a second of its end, without a resta
 ``/healthz`` stays 200; nothing answered 200 is lost, and nothing is acknowledged into a
 file that is no longer the database at the configured path.
 
-    python -m bench.faults [--only disk-full,frozen] [--seconds 3] [--keep]
+    python -m trials.faults [--only disk-full,frozen] [--seconds 3] [--keep]
 
 Staging needs root (loop devices, mount, ``fsfreeze``, sysfs), ``e2fsprogs`` and
 ``util-linux``, and the PostgreSQL binaries (``initdb``, ``pg_ctl``) for its rows. The

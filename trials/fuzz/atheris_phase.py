@@ -1,4 +1,4 @@
-"""The atheris harnesses of bench/fuzz/harnesses/, each for its share of the executions,
+"""The atheris harnesses of trials/fuzz/harnesses/, each for its share of the executions,
 coverage-guided from its seeds, resumed past each new crash so one run lists every distinct crash."""
 
 from __future__ import annotations

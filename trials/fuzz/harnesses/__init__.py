@@ -1,5 +1,5 @@
 """The atheris harnesses, one module each (``fuzz_<name>``), run as
-``python -m bench.fuzz.harnesses.fuzz_<name>``: a process of their own, coverage-guided."""
+``python -m trials.fuzz.harnesses.fuzz_<name>``: a process of their own, coverage-guided."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 HARNESS_DIR = Path(__file__).resolve().parent
-ROOT = HARNESS_DIR.parents[2]  # the repository: where ``bench`` imports from
+ROOT = HARNESS_DIR.parents[2]  # the repository: where ``trials`` imports from
 
 
 def names() -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.lib.servers import free_port as free_port  # re-exported for the suite
+from harness.servers import free_port as free_port  # re-exported for the suite
 
 from .config import FaultConfig
 

@@ -7,7 +7,7 @@ with the same id, name and tag. An accepted plant also satisfies the contract on
 an int64 id, a name of 1-256 code points and a tag absent or of 1-64, none with a control
 character or a lone surrogate.
 
-    .venv/bin/python -m bench.fuzz.harnesses.fuzz_body -runs=100000
+    .venv/bin/python -m trials.fuzz.harnesses.fuzz_body -runs=100000
 """
 
 from __future__ import annotations

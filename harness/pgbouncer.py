@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 BINARY = "/usr/sbin/pgbouncer"
-KEEPING_BINARY = Path(__file__).resolve().parents[2] / ".venv" / "pgbouncer" / "bin" / "pgbouncer"
+KEEPING_BINARY = Path(__file__).resolve().parents[1] / ".venv" / "pgbouncer" / "bin" / "pgbouncer"
 KEPT_STATEMENTS = 200  # max_prepared_statements: above asyncpg's cache of 100 a connection
 
 
@@ -69,6 +69,7 @@ def pgbouncer(server_url: str, mode: str, *, keep_prepared: bool = False) -> Ite
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
+        cwd=directory,  # one the postgres user may enter, unlike a root-only checkout
     )
     try:
         _wait_for(port, process, directory)

@@ -37,8 +37,8 @@ Answers no valid request should get (401, 409 for an identical repeat, 400, a 20
 wrong body, a list out of id order) are counted as odd answers, and fail the run as faults do. On SQLite the file then gets
 ``PRAGMA integrity_check`` after a clean stop.
 
-``tests/e2e/test_torture.py`` runs a bounded version; ``python -m bench.torture``
-(``make torture``) a long one. Both call :func:`bench.torture.engine.run_torture`. The parts:
+``tests/e2e/test_torture.py`` runs a bounded version; ``python -m trials.torture``
+(``make torture``) a long one. Both call :func:`trials.torture.engine.run_torture`. The parts:
 ``config`` (what a run is given and finds), ``victim`` (the server killed and restarted),
 ``client`` (one token's traffic), ``judge`` (what each key may be, and the final listing),
 ``engine`` (the run), ``__main__`` (``make torture``).

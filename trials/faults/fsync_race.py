@@ -1,5 +1,5 @@
 """The fsync that ext4 reports as a success for a write its aborted journal dropped, staged
-many times over: ``python -m bench.faults.fsync_race --runs 250`` (needs root).
+many times over: ``python -m trials.faults.fsync_race --runs 250`` (needs root).
 
 Each run makes a small ext4 file system (``errors=remount-ro``), appends numbered 4 KiB
 records to a WAL beside a database there, each made durable by the service's own

@@ -16,8 +16,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.lib.postgres import postgres_database
-from bench.lib.servers import Server, start_server
+from harness.postgres import postgres_database
+from harness.servers import Server, start_server
 
 from .summary import Row, indent
 

@@ -5,7 +5,7 @@ https with a host and no credentials, as urllib reads it. For a host that is an 
 SSRF verdict (``is_public``) must refuse every address in the ranges docs/webhooks.md names,
 in their IPv4-mapped forms too, checked against a reference built from the range list.
 
-    .venv/bin/python -m bench.fuzz.harnesses.fuzz_webhook_url -runs=100000
+    .venv/bin/python -m trials.fuzz.harnesses.fuzz_webhook_url -runs=100000
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """What every atheris harness in this directory (``fuzz_*.py``) shares.
 
-A harness is a script: ``python -m bench.fuzz.harnesses.fuzz_body [libFuzzer flags] [corpus dirs]``.
+A harness is a script: ``python -m trials.fuzz.harnesses.fuzz_body [libFuzzer flags] [corpus dirs]``.
 It imports the code under test inside ``atheris.instrument_imports()`` and hands its
 test-one-input function to ``fuzz``, which adds three things to plain atheris:
 
-- ``--write-seeds DIR`` writes the harness's seed inputs to DIR and exits (bench.fuzz
+- ``--write-seeds DIR`` writes the harness's seed inputs to DIR and exits (trials.fuzz
   seeds each corpus this way, so the seeds live beside the harness that reads them);
 - a default ``-max_len`` per harness (libFuzzer's own default is 4096 bytes), and
   ``-len_control=0 -use_value_profile=1`` unless given;
@@ -13,7 +13,7 @@ test-one-input function to ``fuzz``, which adds three things to plain atheris:
   harness, printed as ``FUZZ-CRASH-SIGNATURE: ...`` with the whole chained traceback just
   before atheris reports the crash.
   When ``PLANTSTORE_FUZZ_KNOWN`` lists a signature (one per line), an input that ends in it
-  is not reported again. bench.fuzz uses this to keep fuzzing past a crash it has
+  is not reported again. trials.fuzz uses this to keep fuzzing past a crash it has
   already recorded, so one run lists every distinct crash; a run with any crash still fails.
 """
 
@@ -33,7 +33,7 @@ import atheris  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
 KNOWN_VARIABLE = "PLANTSTORE_FUZZ_KNOWN"
 SIGNATURE_MARK = "FUZZ-CRASH-SIGNATURE: "
-_OUR_CODE = ("/plantstore/", "/bench/fuzz/")
+_OUR_CODE = ("/plantstore/", "/trials/fuzz/")
 
 
 class ServiceFault(AssertionError):

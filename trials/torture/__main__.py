@@ -8,7 +8,7 @@ Afterwards every acknowledged plant must be listed with its exact name and tag, 
 acknowledged delete may have come back, nothing may appear that was never sent, no answer may
 be a 500 (any 5xx but a 503 with Retry-After), and the SQLite file must pass
 ``PRAGMA integrity_check``. Exits 1 when any of that fails.
-See bench/torture/__init__.py for how uncertain (cut-off) requests are judged.
+See trials/torture/__init__.py for how uncertain (cut-off) requests are judged.
 
     make torture [ARGS="--kills 200 --backend sqlite-workers --clients 16 --seed 7"]
 """
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.lib.postgres import postgres_database
+from harness.postgres import postgres_database
 
 from .config import TortureConfig, TortureError, TortureResult
 from .engine import run_torture
@@ -108,7 +108,7 @@ def progress(text: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.torture", description=__doc__.splitlines()[0]
+        prog="python -m trials.torture", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--kills", type=int, default=100, help="SIGKILLs per backend (100)")
     parser.add_argument(

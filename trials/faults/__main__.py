@@ -1,4 +1,4 @@
-"""``python -m bench.faults``: stage the faults (all, or ``--only``), print the table, write
+"""``python -m trials.faults``: stage the faults (all, or ``--only``), print the table, write
 bench/results/faults-<stamp>.json, and exit 1 if any target failed."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .config import FAULTS, FaultConfig
 from .report import LEGEND, table, write_json
 from .suite import Suite, Verdict
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"  # beside the other runs
 
 
 def progress(text: str) -> None:
@@ -22,7 +22,7 @@ def progress(text: str) -> None:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.faults",
+        prog="python -m trials.faults",
         description="Faults of the environment under a running plantstore serve and a create "
         "load, judged against the contract (needs root).",
     )

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from bench.lib.procstat import running, writer_owner
-from bench.lib.servers import free_port
+from harness.procstat import running, writer_owner
+from harness.servers import free_port
 from plantstore.db.urls import sqlite_path
 
 from .config import TortureConfig, TortureError

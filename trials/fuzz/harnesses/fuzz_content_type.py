@@ -4,7 +4,7 @@ Starlette hands a header value over as its bytes decoded as Latin-1, so every in
 a possible value. The only exception allowed is the 415 (``UnsupportedMediaType``), and a
 value is accepted only if it is ``application/json``, optionally with ``charset=utf-8``.
 
-    .venv/bin/python -m bench.fuzz.harnesses.fuzz_content_type -runs=100000
+    .venv/bin/python -m trials.fuzz.harnesses.fuzz_content_type -runs=100000
 """
 
 from __future__ import annotations

@@ -1,2 +1,0 @@
-"""``make fuzz``'s parts (its ``__main__`` runs them): schemathesis rounds against a real server
-per backend, the atheris harnesses of bench/fuzz/harnesses/, and the summary with the volume targets."""
