@@ -54,19 +54,18 @@ def pgbouncer(server_url: str, mode: str, *, keep_prepared: bool = False) -> Ite
         f"logfile = {directory}/pgbouncer.log\n"
         + (f"max_prepared_statements = {KEPT_STATEMENTS}\n" if keep_prepared else "")
     )
+    binary = str(KEEPING_BINARY if keep_prepared else BINARY)
     as_postgres: list[str] = []
     if os.geteuid() == 0:
+        if keep_prepared:  # the checkout may lie where only root may enter (/root): a copy
+            binary = shutil.copy2(KEEPING_BINARY, str(directory / "pgbouncer"))
         user = pwd.getpwnam("postgres")
         os.chown(directory, user.pw_uid, user.pw_gid)
         for child in directory.iterdir():
             os.chown(child, user.pw_uid, user.pw_gid)
         as_postgres = ["runuser", "-u", "postgres", "--"]
     process = subprocess.Popen(
-        [
-            *as_postgres,
-            str(KEEPING_BINARY if keep_prepared else BINARY),
-            str(directory / "pgbouncer.ini"),
-        ],
+        [*as_postgres, str(binary), str(directory / "pgbouncer.ini")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
         cwd=directory,  # one the postgres user may enter, unlike a root-only checkout
