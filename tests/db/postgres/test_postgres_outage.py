@@ -336,6 +336,7 @@ def lost_problems(traffic: Traffic, plants: list[dict[str, str]]) -> list[str]:
     return problems
 
 
+@pytest.mark.serial  # the clock judges every answer against the request's deadline
 def test_postgres_outage_gets_quick_503s_and_recovers_without_restart(tmp_path: Path) -> None:
     """While PostgreSQL is down every answer is a prompt 503 that says when to retry (or a 401
     for bad credentials, which needs no database); once it is back the same process serves
